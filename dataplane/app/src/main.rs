@@ -1,0 +1,4 @@
+//! The `falcon` binary.
+#![forbid(unsafe_code)]
+
+fn main() {}

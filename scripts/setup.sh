@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the tests need. Idempotent: it
+# installs only what is missing, and does nothing when everything is present.
+#
+#   pkg-config, clang, libclang-dev  bindgen for the DPDK bindings (dataplane/dpdk)
+#   libdpdk-dev, dpdk                DPDK 22.11 headers, libraries and PMDs
+#   libnuma-dev                      linked by DPDK's pkg-config flags
+#   g++                              libFuzzer runtime for the fuzz targets
+set -euo pipefail
+
+packages=(pkg-config clang libclang-dev libdpdk-dev dpdk libnuma-dev g++)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all system packages present"
+else
+    echo "setup: installing ${missing[*]}"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# rustfmt and clippy come with the toolchain; add them when a minimal profile lacks them.
+if command -v rustup >/dev/null 2>&1; then
+    rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+    rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
