@@ -13,13 +13,16 @@
 
 use core::fmt;
 
+use psp::RxDrop;
+
 use crate::error::ParseError;
 
 /// Why a packet was dropped. One enum for the whole dataplane.
 ///
-/// The lead will add `Psp(psp::DropReason)` for the PSP stage (SPI lookup,
-/// ICV, replay, ...); its names will be prefixed `psp_`, and its variants
-/// flattened into [`DropReason::ALL`] and the counter index.
+/// The PSP stage's reasons (framing, SA lookup, ICV, SPI, PCID, replay) sit
+/// behind [`DropReason::Psp`]; their names are prefixed `psp_` and they are
+/// flattened into [`DropReason::ALL`] and the counter index after the
+/// dataplane's own reasons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DropReason {
     /// A Falcon header whose version is not 1.
@@ -28,8 +31,22 @@ pub enum DropReason {
     BadIpChecksum,
     /// A non-zero UDP checksum that does not verify.
     BadUdpChecksum,
+    /// A packet for a connection that has failed (retransmissions
+    /// exhausted) or was closed: OCP Falcon 0.9 §11, "connection not alive",
+    /// drop without processing the piggy-backed ACK.
+    ConnectionNotAlive,
+    /// A packet whose PSN is inside the receiver's sliding window but was
+    /// already received or acknowledged (OCP Falcon 0.9 §9.2.2.4, §11): an
+    /// ACK is still generated.
+    DuplicatePacket,
     /// A Push Data whose request length differs from its payload size.
     FalconLengthMismatch,
+    /// The transaction sublayer had no receive resources for the packet; a
+    /// resource-drop NACK (code 1) was sent (OCP Falcon 0.9 §8.2, §11).
+    InsufficientResources,
+    /// An ACK or NACK that acknowledges PSNs never sent (its base PSN lies
+    /// beyond the transmitter's next PSN): a peer protocol violation.
+    InvalidAck,
     /// An IPv4 fragment (Falcon never fragments; no reassembly).
     IpFragment,
     /// An Ethernet header too short for itself or its 802.1Q tag.
@@ -47,19 +64,45 @@ pub enum DropReason {
     NotFalconPort,
     /// An IP packet that is not UDP.
     NotUdp,
+    /// A packet at or beyond BPSN + 64 (request window) or BPSN + 128 (data
+    /// window); the receiver sets R-OWN / D-OWN (OCP Falcon 0.9 §9.2.2.4).
+    OutOfWindow,
+    /// The PSP stage dropped the packet (OCP Falcon 0.9 §9.2.2; PSP spec
+    /// receive processing). A packet failing the SPI, PCID or replay check
+    /// gets no ACK and no NACK.
+    Psp(RxDrop),
+    /// An ACK whose RBPSN or DBPSN is older than the transmitter's (OCP
+    /// Falcon 0.9 §9.2.3: "must discard the ACK packet").
+    StaleAck,
+    /// A NACK whose RBPSN or DBPSN is older than the transmitter's (§9.2.4),
+    /// or that names a PSN no longer outstanding (already acknowledged or
+    /// resynced: a duplicated or late NACK).
+    StaleNack,
+    /// A packet whose PSN is below the receiver's BPSN: an old duplicate
+    /// (OCP Falcon 0.9 §9.2.2.4); an ACK is still generated (§11).
+    StalePacket,
+    /// A packet whose destination connection id names no connection.
+    UnknownConnection,
     /// A Falcon packet type reserved in rev 0.9.
     UnknownPacketType,
     /// An EtherType other than IPv4 and IPv6.
     UnsupportedEtherType,
+    /// The packet matched the xLR drop filter; an xLR-drop NACK (code 4) was
+    /// sent (OCP Falcon 0.9 §11).
+    XlrDrop,
 }
 
 impl DropReason {
-    /// Every reason, in index order.
-    pub const ALL: [DropReason; 13] = [
+    /// The reasons declared before `Psp`, in index order.
+    const HEAD: [DropReason; 16] = [
         DropReason::BadFalconVersion,
         DropReason::BadIpChecksum,
         DropReason::BadUdpChecksum,
+        DropReason::ConnectionNotAlive,
+        DropReason::DuplicatePacket,
         DropReason::FalconLengthMismatch,
+        DropReason::InsufficientResources,
+        DropReason::InvalidAck,
         DropReason::IpFragment,
         DropReason::MalformedEthernet,
         DropReason::MalformedFalcon,
@@ -67,12 +110,46 @@ impl DropReason {
         DropReason::MalformedUdp,
         DropReason::NotFalconPort,
         DropReason::NotUdp,
+        DropReason::OutOfWindow,
+    ];
+
+    /// The reasons declared after `Psp`, in index order.
+    const TAIL: [DropReason; 7] = [
+        DropReason::StaleAck,
+        DropReason::StaleNack,
+        DropReason::StalePacket,
+        DropReason::UnknownConnection,
         DropReason::UnknownPacketType,
         DropReason::UnsupportedEtherType,
+        DropReason::XlrDrop,
     ];
 
     /// Number of reasons (the counter array length).
-    pub const COUNT: usize = Self::ALL.len();
+    pub const COUNT: usize = Self::HEAD.len() + RxDrop::COUNT + Self::TAIL.len();
+
+    /// Every reason, in declaration (and index) order, the PSP reasons
+    /// flattened in place of `Psp`.
+    pub const ALL: [DropReason; Self::COUNT] = {
+        let mut all = [DropReason::BadFalconVersion; Self::COUNT];
+        let mut i = 0;
+        while i < Self::HEAD.len() {
+            all[i] = Self::HEAD[i];
+            i += 1;
+        }
+        let mut j = 0;
+        while j < RxDrop::COUNT {
+            all[i] = DropReason::Psp(RxDrop::ALL[j]);
+            i += 1;
+            j += 1;
+        }
+        let mut k = 0;
+        while k < Self::TAIL.len() {
+            all[i] = Self::TAIL[k];
+            i += 1;
+            k += 1;
+        }
+        all
+    };
 
     /// A stable snake_case name for stats output.
     pub const fn name(self) -> &'static str {
@@ -80,7 +157,11 @@ impl DropReason {
             DropReason::BadFalconVersion => "bad_falcon_version",
             DropReason::BadIpChecksum => "bad_ip_checksum",
             DropReason::BadUdpChecksum => "bad_udp_checksum",
+            DropReason::ConnectionNotAlive => "connection_not_alive",
+            DropReason::DuplicatePacket => "duplicate_packet",
             DropReason::FalconLengthMismatch => "falcon_length_mismatch",
+            DropReason::InsufficientResources => "insufficient_resources",
+            DropReason::InvalidAck => "invalid_ack",
             DropReason::IpFragment => "ip_fragment",
             DropReason::MalformedEthernet => "malformed_ethernet",
             DropReason::MalformedFalcon => "malformed_falcon",
@@ -88,8 +169,15 @@ impl DropReason {
             DropReason::MalformedUdp => "malformed_udp",
             DropReason::NotFalconPort => "not_falcon_port",
             DropReason::NotUdp => "not_udp",
+            DropReason::OutOfWindow => "out_of_window",
+            DropReason::StaleAck => "stale_ack",
+            DropReason::StaleNack => "stale_nack",
+            DropReason::StalePacket => "stale_packet",
+            DropReason::UnknownConnection => "unknown_connection",
             DropReason::UnknownPacketType => "unknown_packet_type",
             DropReason::UnsupportedEtherType => "unsupported_ethertype",
+            DropReason::XlrDrop => "xlr_drop",
+            DropReason::Psp(reason) => psp_name(reason),
         }
     }
 
@@ -100,16 +188,27 @@ impl DropReason {
             DropReason::BadFalconVersion => 0,
             DropReason::BadIpChecksum => 1,
             DropReason::BadUdpChecksum => 2,
-            DropReason::FalconLengthMismatch => 3,
-            DropReason::IpFragment => 4,
-            DropReason::MalformedEthernet => 5,
-            DropReason::MalformedFalcon => 6,
-            DropReason::MalformedIp => 7,
-            DropReason::MalformedUdp => 8,
-            DropReason::NotFalconPort => 9,
-            DropReason::NotUdp => 10,
-            DropReason::UnknownPacketType => 11,
-            DropReason::UnsupportedEtherType => 12,
+            DropReason::ConnectionNotAlive => 3,
+            DropReason::DuplicatePacket => 4,
+            DropReason::FalconLengthMismatch => 5,
+            DropReason::InsufficientResources => 6,
+            DropReason::InvalidAck => 7,
+            DropReason::IpFragment => 8,
+            DropReason::MalformedEthernet => 9,
+            DropReason::MalformedFalcon => 10,
+            DropReason::MalformedIp => 11,
+            DropReason::MalformedUdp => 12,
+            DropReason::NotFalconPort => 13,
+            DropReason::NotUdp => 14,
+            DropReason::OutOfWindow => 15,
+            DropReason::Psp(reason) => 16 + reason.index(),
+            DropReason::StaleAck => 16 + RxDrop::COUNT,
+            DropReason::StaleNack => 17 + RxDrop::COUNT,
+            DropReason::StalePacket => 18 + RxDrop::COUNT,
+            DropReason::UnknownConnection => 19 + RxDrop::COUNT,
+            DropReason::UnknownPacketType => 20 + RxDrop::COUNT,
+            DropReason::UnsupportedEtherType => 21 + RxDrop::COUNT,
+            DropReason::XlrDrop => 22 + RxDrop::COUNT,
         }
     }
 
@@ -128,6 +227,34 @@ impl DropReason {
             | ParseError::Fragmented
             | ParseError::UnexpectedPacketType { .. } => DropReason::MalformedFalcon,
         }
+    }
+}
+
+/// `psp_` + the PSP stage's own name; spelled out because `const fn` cannot
+/// concatenate strings.
+const fn psp_name(reason: RxDrop) -> &'static str {
+    match reason {
+        RxDrop::Truncated => "psp_truncated",
+        RxDrop::AlwaysOneClear => "psp_always_one_clear",
+        RxDrop::ExtLenTooShort => "psp_ext_len_too_short",
+        RxDrop::ExtLenBeyondBuffer => "psp_ext_len_beyond_buffer",
+        RxDrop::CryptOffsetBeyondPayload => "psp_crypt_offset_beyond_payload",
+        RxDrop::BadSpi => "psp_bad_spi",
+        RxDrop::UnsupportedVersion => "psp_unsupported_version",
+        RxDrop::ReservedVersion => "psp_reserved_version",
+        RxDrop::VersionDisabled => "psp_version_disabled",
+        RxDrop::UnknownSa => "psp_unknown_sa",
+        RxDrop::AuthFailed => "psp_auth_failed",
+        RxDrop::SpiUnconfigured => "psp_spi_unconfigured",
+        RxDrop::SpiMismatch => "psp_spi_mismatch",
+        RxDrop::PcidMismatch => "psp_pcid_mismatch",
+        RxDrop::Replay => "psp_replay",
+    }
+}
+
+impl From<RxDrop> for DropReason {
+    fn from(reason: RxDrop) -> Self {
+        DropReason::Psp(reason)
     }
 }
 
@@ -211,7 +338,9 @@ mod tests {
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
             assert!(names.insert(name), "duplicate name {name}");
         }
-        assert_eq!(DropReason::COUNT, 13);
+        assert_eq!(DropReason::COUNT, 23 + RxDrop::COUNT);
+        assert_eq!(DropReason::Psp(RxDrop::AuthFailed).name(), "psp_auth_failed");
+        assert_eq!(DropReason::from(RxDrop::Replay), DropReason::Psp(RxDrop::Replay));
         assert!(
             DropReason::ALL.windows(2).all(|w| w[0] < w[1]),
             "alphabetical"

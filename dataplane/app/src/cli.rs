@@ -1,0 +1,231 @@
+//! The command line (DESIGN §6): every subcommand has `--help`, every
+//! measuring subcommand has `--json`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Falcon transport appliance: Google's Falcon reliable transport over PSP,
+/// in software.
+#[derive(Debug, Parser)]
+#[command(name = "falcon", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Offline PSP tools on pcap files, compatible with google/psp's
+    /// `psp_encrypt` and `psp_decrypt` (same flags, same configuration files,
+    /// byte-identical output).
+    #[command(subcommand)]
+    Psp(PspCommand),
+    /// Offline tools on pcap captures of Falcon traffic.
+    #[command(subcommand)]
+    Pcap(PcapCommand),
+    /// Measure one stage of the dataplane against its physical limit, both
+    /// measured in the same run on the same core.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PspCommand {
+    /// Encapsulate and encrypt every IP packet of a pcap file with PSP.
+    ///
+    /// The configuration file holds master key 0 and 1 (32 hex bytes each),
+    /// the SPI (hex; its top bit selects the master key), `transport` or
+    /// `tunnel`, `aes-gcm-128` or `aes-gcm-256`, the transport, IPv4-tunnel
+    /// and IPv6-tunnel crypt offsets (4-byte units) and `vc` or `no-vc`; see
+    /// configs/psp/. The IV starts at 1 and counts packets, as the reference
+    /// does. Packets that cannot be encapsulated (not IP, crypt offset beyond
+    /// the payload) are skipped and counted.
+    Encrypt(EncryptArgs),
+    /// Authenticate, decrypt and decapsulate every PSP packet of a pcap file.
+    ///
+    /// The configuration file holds master key 0 and 1; the SA key of each
+    /// packet is derived from its SPI. A packet that fails authentication
+    /// stops the run with exit code 1, as the reference does.
+    Decrypt(DecryptArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EncryptArgs {
+    /// Configuration file (reference format).
+    #[arg(short = 'c', long = "config", default_value = "psp_encrypt.cfg")]
+    pub config: PathBuf,
+    /// Cleartext input pcap.
+    #[arg(short = 'i', long = "input", default_value = "cleartext.pcap")]
+    pub input: PathBuf,
+    /// Encrypted output pcap.
+    #[arg(short = 'o', long = "output", default_value = "psp_encrypt.pcap")]
+    pub output: PathBuf,
+    /// Print the configuration and the derived key.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Force a single-bit error (a reserved header bit) in every output
+    /// packet after sealing, so that authentication fails at the receiver.
+    #[arg(short = 'e', long = "force-error")]
+    pub force_error: bool,
+    /// AEAD implementation.
+    #[arg(long, value_enum, default_value_t = BackendArg::Ring)]
+    pub backend: BackendArg,
+}
+
+#[derive(Debug, Args)]
+pub struct DecryptArgs {
+    /// Configuration file with the two master keys (reference format).
+    #[arg(short = 'c', long = "config", default_value = "psp_decrypt.cfg")]
+    pub config: PathBuf,
+    /// Encrypted input pcap.
+    #[arg(short = 'i', long = "input", default_value = "psp_encrypt.pcap")]
+    pub input: PathBuf,
+    /// Cleartext output pcap.
+    #[arg(short = 'o', long = "output", default_value = "psp_decrypt.pcap")]
+    pub output: PathBuf,
+    /// Print each packet's SPI and derived key.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// AEAD implementation.
+    #[arg(long, value_enum, default_value_t = BackendArg::Ring)]
+    pub backend: BackendArg,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PcapCommand {
+    /// Print every field of every Falcon/PSP packet of a pcap file.
+    ///
+    /// Layers: Ethernet, IPv4/IPv6, UDP, PSP (header, SPI, IV, VC, ICV) and,
+    /// when the packet can be read, the Falcon header by packet type (base
+    /// header, pull request, pull data, push data, resync, BACK, EACK with its
+    /// three bitmaps, NACK with code and RNR timeout, congestion-control
+    /// info). With --keys the PSP payload is authenticated and decrypted.
+    /// Packets that do not parse are reported with the reason and counted.
+    Decode(DecodeArgs),
+    /// Write a capture with one PSP-sealed packet of every Falcon type
+    /// (pull request, push data, pull data, resync, BACK, EACK, NACK), to try
+    /// `pcap decode` or another decoder on.
+    Sample(SampleArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// Output pcap.
+    #[arg(short = 'o', long = "output", default_value = "falcon_sample.pcap")]
+    pub output: PathBuf,
+    /// Master keys (psp_decrypt format); the SA key is derived for SPI
+    /// 0x9A345678, version 0. Default: the PSP specification's example keys
+    /// (configs/psp/decrypt.cfg).
+    #[arg(long, default_value = "configs/psp/decrypt.cfg")]
+    pub keys: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// The capture to decode (classic pcap, Ethernet link type).
+    pub file: PathBuf,
+    /// Master keys for decryption: a file in the `psp_decrypt` format (two
+    /// lines of 32 hex bytes), e.g. configs/psp/decrypt.cfg.
+    #[arg(long)]
+    pub keys: Option<PathBuf>,
+    /// One JSON object per packet (JSON lines) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// PSP stage (seal and open in place, with header, SA lookup and
+    /// checks) against the raw AEAD backend on the same buffers.
+    ///
+    /// Bars (DESIGN §8): ratio ≥ 0.9 at 4096 bytes, ≥ 0.7 at 64 bytes.
+    Psp(BenchPspArgs),
+    // `Core(BenchCoreArgs)` and `Rue(BenchRueArgs)` join here with their
+    // modules (cmd/bench_core.rs, cmd/bench_rue.rs).
+}
+
+/// `falcon bench core`: Falcon core loop on one core, in memory, no crypto:
+/// packets per second through the packet delivery sublayer.
+#[derive(Debug, Args)]
+pub struct BenchCoreArgs {
+    /// Falcon payload bytes per packet.
+    #[arg(long, default_value_t = 64)]
+    pub size: u32,
+    /// Measuring time, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `falcon bench rue`: CC events per second per core through the
+/// queue-driven RUE core with random connection ids. Bar (DESIGN §8):
+/// ≥ 20 M events/s per core at 1 000 000 connections.
+#[derive(Debug, Args)]
+pub struct BenchRueArgs {
+    /// Connections whose state the RUE holds (events pick one at random).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub connections: u32,
+    /// Congestion-control algorithm.
+    #[arg(long, value_enum, default_value_t = RueAlgorithmArg::Swift)]
+    pub algorithm: RueAlgorithmArg,
+    /// Measuring time, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Congestion-control algorithm of the RUE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RueAlgorithmArg {
+    /// Swift (delay-based, fabric and NIC windows), the default.
+    Swift,
+    /// DCQCN (ECN-driven rate control).
+    Dcqcn,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchPspArgs {
+    /// Payload bytes per packet behind the PSP header (the Falcon packet).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(4..=9000))]
+    pub size: u32,
+    /// Measuring time per side, in seconds (split into alternating rounds).
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// PSP version: 0 = AES-GCM-128, 1 = AES-GCM-256.
+    #[arg(long = "psp-version", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub psp_version: u8,
+    /// AEAD implementation.
+    #[arg(long, value_enum, default_value_t = BackendArg::Ring)]
+    pub backend: BackendArg,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// AEAD backend selection on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// `ring` (assembly AES-GCM; the fastest here).
+    Ring,
+    /// RustCrypto `aes-gcm` (portable).
+    Rustcrypto,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// clap's own consistency checks over every subcommand (duplicate
+    /// flags, bad defaults), which otherwise only fire when a subcommand runs.
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

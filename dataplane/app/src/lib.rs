@@ -1,0 +1,41 @@
+//! The `falcon` binary's library: command line, offline tools, benchmarks.
+//!
+//! Layer: the application on top of the protocol crates. It may read
+//! clocks, files and the environment; the crates it drives (`falcon-core`,
+//! `psp`, `rue`) may not. `main.rs` only parses the command line and maps
+//! errors to exit codes; everything testable lives here.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod cmd;
+pub mod error;
+pub mod output;
+pub mod pcapio;
+pub mod refcfg;
+
+use cli::{BenchCommand, Cli, Command, PcapCommand, PspCommand};
+use error::Result;
+
+/// Runs one command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Psp(PspCommand::Encrypt(args)) => cmd::psp_tool::encrypt(&args).map(drop),
+        Command::Psp(PspCommand::Decrypt(args)) => cmd::psp_tool::decrypt(&args).map(drop),
+        Command::Pcap(PcapCommand::Decode(args)) => cmd::pcap_decode::run(&args).map(drop),
+        Command::Pcap(PcapCommand::Sample(args)) => {
+            let keys = cmd::psp_tool::master_keys(&refcfg::read_decrypt(&args.keys)?);
+            let n = cmd::pcap_sample::write(&args.output, &keys, psp::Backend::Ring)?;
+            println!("wrote {n} Falcon packets to {}", args.output.display());
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Psp(args)) => {
+            let report = cmd::bench_psp::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::bench_psp::print_text(&report);
+            }
+            Ok(())
+        }
+    }
+}

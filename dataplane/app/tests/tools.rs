@@ -1,0 +1,445 @@
+//! End-to-end tests of the offline tools: the `falcon` binary on real pcap
+//! files, compared byte for byte with the google/psp reference outputs
+//! (spec/psp.md §6.3, Appendix A), plus the error paths a user meets.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use falcon::pcapio::{self, Frame};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_falcon");
+
+/// A scratch directory per test, removed at the end.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("falcon-tools-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn falcon(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("run falcon")
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn config(name: &str) -> String {
+    repo_root()
+        .join("configs/psp")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The reference cleartext frame (spec/psp.md §6.3 recipe, = google/psp
+/// `pcap/v4_cleartext.pcap`): IPv4 10.0.0.1 → 10.0.0.2, UDP 11111 → 22222,
+/// 1392 payload bytes i mod 256.
+fn reference_cleartext() -> Vec<u8> {
+    let mut f = hex::decode(
+        "008899aabb00002233445500080045000".to_owned()
+            + "58c00004000401121"
+            + "5f0a0000010a000002"
+            + "2b6756ce0578893b",
+    )
+    .unwrap();
+    f.extend((0..1392u32).map(|i| i as u8));
+    assert_eq!(f.len(), 1434);
+    f
+}
+
+fn appendix_a(name: &str) -> Vec<u8> {
+    let text = std::fs::read_to_string(repo_root().join("psp/testdata").join(name)).unwrap();
+    hex::decode(text.split_whitespace().collect::<String>()).unwrap()
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut w = pcapio::Writer::create(path).unwrap();
+    for (i, data) in frames.iter().enumerate() {
+        w.write(&Frame {
+            timestamp: Duration::from_micros(1_000_000 + i as u64),
+            data: data.clone(),
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn read_frames(path: &Path) -> Vec<Vec<u8>> {
+    pcapio::read_all(path)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.data)
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn encrypt_matches_reference_frames_and_decrypt_restores_cleartext() {
+    let s = Scratch::new("ref");
+    let clear = s.path("cleartext.pcap");
+    write_pcap(&clear, &[reference_cleartext()]);
+    for (cfg, expect) in [
+        (
+            "encrypt_transport_crypt_off_128.cfg",
+            "v4_transport_co1_v0.hex",
+        ),
+        (
+            "encrypt_transport_crypt_off_256.cfg",
+            "v4_transport_co1_v1.hex",
+        ),
+        (
+            "encrypt_transport_crypt_off_128_vc.cfg",
+            "v4_transport_co3_v0_vc.hex",
+        ),
+    ] {
+        for backend in ["ring", "rustcrypto"] {
+            let enc = s.path("enc.pcap");
+            let o = falcon(&[
+                "psp",
+                "encrypt",
+                "-c",
+                &config(cfg),
+                "-i",
+                clear.to_str().unwrap(),
+                "-o",
+                enc.to_str().unwrap(),
+                "--backend",
+                backend,
+            ]);
+            assert!(o.status.success(), "{cfg}: {}", stderr(&o));
+            assert_eq!(
+                read_frames(&enc),
+                vec![appendix_a(expect)],
+                "{cfg} with {backend}"
+            );
+
+            let dec = s.path("dec.pcap");
+            let o = falcon(&[
+                "psp",
+                "decrypt",
+                "-c",
+                &config("decrypt.cfg"),
+                "-i",
+                enc.to_str().unwrap(),
+                "-o",
+                dec.to_str().unwrap(),
+                "--backend",
+                backend,
+            ]);
+            assert!(o.status.success(), "{cfg}: {}", stderr(&o));
+            assert_eq!(
+                read_frames(&dec),
+                vec![reference_cleartext()],
+                "{cfg} round trip"
+            );
+        }
+    }
+}
+
+#[test]
+fn tunnel_mode_round_trips_and_counts_skips() {
+    let s = Scratch::new("tunnel");
+    let clear = s.path("cleartext.pcap");
+    let not_ip = {
+        let mut f = vec![0u8; 60];
+        f[12] = 0x08;
+        f[13] = 0x06; // ARP
+        f
+    };
+    write_pcap(
+        &clear,
+        &[reference_cleartext(), not_ip, reference_cleartext()],
+    );
+    let enc = s.path("enc.pcap");
+    let o = falcon(&[
+        "psp",
+        "encrypt",
+        "-c",
+        &config("encrypt_tunnel_crypt_off_128.cfg"),
+        "-i",
+        clear.to_str().unwrap(),
+        "-o",
+        enc.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("encrypted 2 packets") && stdout.contains("skipped 1 packets"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 not_ip"), "{stdout}");
+    let frames = read_frames(&enc);
+    assert_eq!(frames.len(), 2);
+    // Outer IPv4 (20) + UDP (8) + PSP (16) + ICV (16) around the inner packet.
+    assert_eq!(frames[0].len(), 1434 + 20 + 40);
+    // IVs count encrypted packets from 1.
+    assert_eq!(
+        &frames[1][14 + 20 + 8 + 8..14 + 20 + 8 + 16],
+        &2u64.to_be_bytes()
+    );
+
+    let dec = s.path("dec.pcap");
+    let o = falcon(&[
+        "psp",
+        "decrypt",
+        "-c",
+        &config("decrypt.cfg"),
+        "-i",
+        enc.to_str().unwrap(),
+        "-o",
+        dec.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        read_frames(&dec),
+        vec![reference_cleartext(), reference_cleartext()]
+    );
+}
+
+#[test]
+fn forced_error_fails_authentication_with_exit_1() {
+    let s = Scratch::new("err");
+    let clear = s.path("cleartext.pcap");
+    write_pcap(&clear, &[reference_cleartext()]);
+    let enc = s.path("enc.pcap");
+    let o = falcon(&[
+        "psp",
+        "encrypt",
+        "-e",
+        "-c",
+        &config("encrypt_transport_crypt_off_128.cfg"),
+        "-i",
+        clear.to_str().unwrap(),
+        "-o",
+        enc.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dec = s.path("dec.pcap");
+    let o = falcon(&[
+        "psp",
+        "decrypt",
+        "-c",
+        &config("decrypt.cfg"),
+        "-i",
+        enc.to_str().unwrap(),
+        "-o",
+        dec.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("auth_failed"), "{}", stderr(&o));
+    assert!(
+        read_frames(&dec).is_empty(),
+        "nothing unauthenticated is written"
+    );
+}
+
+#[test]
+fn bad_inputs_name_the_file_and_key_and_exit_2() {
+    let s = Scratch::new("bad");
+    let cfg = s.path("bad.cfg");
+    let text = std::fs::read_to_string(config("encrypt_transport_crypt_off_128.cfg")).unwrap();
+    std::fs::write(&cfg, text.replace("\ntransport\n", "\ntransprot\n")).unwrap();
+    let clear = s.path("cleartext.pcap");
+    write_pcap(&clear, &[reference_cleartext()]);
+    let enc = s.path("enc.pcap");
+    let o = falcon(&[
+        "psp",
+        "encrypt",
+        "-c",
+        cfg.to_str().unwrap(),
+        "-i",
+        clear.to_str().unwrap(),
+        "-o",
+        enc.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("bad.cfg:") && err.contains("`encap mode`") && err.contains("transprot"),
+        "{err}"
+    );
+
+    let garbage = s.path("garbage.pcap");
+    std::fs::write(&garbage, b"definitely not a capture").unwrap();
+    let o = falcon(&["pcap", "decode", garbage.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("garbage.pcap"), "{}", stderr(&o));
+
+    let o = falcon(&["pcap", "decode", s.path("missing.pcap").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing.pcap"));
+
+    let o = falcon(&[
+        "psp",
+        "decrypt",
+        "-c",
+        s.path("nokeys.cfg").to_str().unwrap(),
+        "-i",
+        "x",
+        "-o",
+        "y",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nokeys.cfg"));
+}
+
+fn decode_json(file: &Path, keys: bool) -> Vec<Value> {
+    let mut args = vec!["pcap", "decode", file.to_str().unwrap(), "--json"];
+    let keys_path = config("decrypt.cfg");
+    if keys {
+        args.extend(["--keys", &keys_path]);
+    }
+    let o = falcon(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn decode_shows_every_falcon_type_with_keys_and_the_clear_part_without() {
+    let s = Scratch::new("decode");
+    let sample = s.path("sample.pcap");
+    let o = falcon(&["pcap", "sample", "-o", sample.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let packets = decode_json(&sample, true);
+    let types: Vec<&str> = packets
+        .iter()
+        .map(|p| p["falcon"]["packet_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "Pull Request",
+            "Push Data",
+            "Pull Data",
+            "Resync",
+            "BACK",
+            "EACK",
+            "NACK"
+        ]
+    );
+    for p in &packets {
+        assert_eq!(p["authenticated"], true);
+        assert_eq!(p["psp"]["spi"], "0x9a345678");
+        assert_eq!(p["falcon"]["connection_id"], 0x1234);
+        assert!(p.get("error").is_none(), "{p}");
+    }
+    let push = &packets[1]["falcon"];
+    assert_eq!(push["psn"], 0xFFFF_FFF0u32);
+    assert_eq!(push["ack_request"], true);
+    assert_eq!(push["request_length"], 64);
+    assert_eq!(
+        packets[3]["falcon"]["resync_code"],
+        "TargetUlpCompletionInError"
+    );
+    let eack = &packets[5]["falcon"];
+    assert_eq!(eack["data_rx_bitmap"], format!("{:032x}", 0b1111_0001));
+    assert_eq!(eack["cc_info"]["own_data"], true);
+    assert_eq!(eack["cc_info"]["ecn_count"], 42);
+    let nack = &packets[6]["falcon"];
+    assert_eq!(nack["nack_code"], "ReceiverNotReady");
+    assert_eq!(nack["window"], "Data");
+    assert_eq!(nack["ulp_nack_code"], 32);
+    assert_eq!(packets[6]["ip"]["flow_label"], 0xBEEF);
+
+    let clear = decode_json(&sample, false);
+    assert_eq!(clear.len(), 7);
+    for p in &clear {
+        assert!(p.get("falcon").is_none());
+        assert_eq!(p["falcon_clear"]["connection_id"], 0x1234);
+        assert_eq!(p["falcon_clear"]["version"], 1);
+    }
+}
+
+#[test]
+fn decode_counts_tampered_and_malformed_packets_and_goes_on() {
+    let s = Scratch::new("tamper");
+    let sample = s.path("sample.pcap");
+    assert!(falcon(&["pcap", "sample", "-o", sample.to_str().unwrap()])
+        .status
+        .success());
+    let mut frames = read_frames(&sample);
+    let last = frames[1].len() - 20;
+    frames[1][last] ^= 0x01; // a ciphertext bit of the push data
+    frames[2].truncate(30); // inside the IPv4 header
+    let tampered = s.path("tampered.pcap");
+    write_pcap(&tampered, &frames);
+
+    let packets = decode_json(&tampered, true);
+    assert_eq!(packets.len(), 7);
+    assert_eq!(packets[1]["drop_reason"], "psp_auth_failed");
+    assert!(packets[1].get("falcon").is_none());
+    assert_eq!(packets[2]["drop_reason"], "malformed_ip");
+    assert_eq!(packets[3]["falcon"]["packet_type"], "Resync");
+
+    let o = falcon(&[
+        "pcap",
+        "decode",
+        tampered.to_str().unwrap(),
+        "--keys",
+        &config("decrypt.cfg"),
+    ]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "7 packets, 5 Falcon, 5 decrypted, 2 not decoded (1 malformed_ip, 1 psp_auth_failed)"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn bench_psp_reports_the_contract_keys() {
+    let o = falcon(&[
+        "bench",
+        "psp",
+        "--size",
+        "64",
+        "--seconds",
+        "0.05",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "psp_seal_gbps",
+        "psp_open_gbps",
+        "raw_seal_gbps",
+        "raw_open_gbps",
+        "ratio",
+    ] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+    assert_eq!(v["size_bytes"], 64);
+    assert!((v["ratio_bar"].as_f64().unwrap() - 0.7).abs() < 1e-9);
+}
