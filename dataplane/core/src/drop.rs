@@ -339,8 +339,14 @@ mod tests {
             assert!(names.insert(name), "duplicate name {name}");
         }
         assert_eq!(DropReason::COUNT, 23 + RxDrop::COUNT);
-        assert_eq!(DropReason::Psp(RxDrop::AuthFailed).name(), "psp_auth_failed");
-        assert_eq!(DropReason::from(RxDrop::Replay), DropReason::Psp(RxDrop::Replay));
+        assert_eq!(
+            DropReason::Psp(RxDrop::AuthFailed).name(),
+            "psp_auth_failed"
+        );
+        assert_eq!(
+            DropReason::from(RxDrop::Replay),
+            DropReason::Psp(RxDrop::Replay)
+        );
         assert!(
             DropReason::ALL.windows(2).all(|w| w[0] < w[1]),
             "alphabetical"
