@@ -374,6 +374,69 @@ mod tests {
         assert_eq!(SpiGeneration(0).prev(), SpiGeneration(u32::MAX));
     }
 
+    /// `PacketPassesSPICheck` transcribed line by line from OCP Falcon 0.9
+    /// §9.2.2.3 (ocp/falcon-transport-rev0.9.txt p.68), without the PCID
+    /// term, as an oracle.
+    fn spec_pseudocode(
+        cur_spi: u32,
+        prev_spi: u32,
+        cur_spi_gen: u32,
+        global_cur_spi_gen: u32,
+        allow_prev_spi_gen: bool,
+        hdr_spi: u32,
+    ) -> bool {
+        let msb = |spi: u32| spi >> 31;
+        if cur_spi == 0 {
+            return false;
+        }
+        let prev_spi_gen = global_cur_spi_gen.wrapping_sub(1);
+        let cur_spi_gen_matches = if allow_prev_spi_gen {
+            cur_spi_gen == global_cur_spi_gen || cur_spi_gen == prev_spi_gen
+        } else {
+            cur_spi_gen == global_cur_spi_gen
+        };
+        let cur_spi_matches = cur_spi == hdr_spi && cur_spi_gen_matches;
+        let prev_spi_same_gen_matches = msb(cur_spi) == msb(prev_spi)
+            && (prev_spi == hdr_spi && prev_spi != 0)
+            && cur_spi_gen_matches;
+        let prev_spi_prev_gen_matches = msb(cur_spi) != msb(prev_spi)
+            && allow_prev_spi_gen
+            && (prev_spi == hdr_spi && prev_spi != 0)
+            && cur_spi_gen.wrapping_sub(1) == prev_spi_gen;
+        cur_spi_matches || prev_spi_same_gen_matches || prev_spi_prev_gen_matches
+    }
+
+    #[test]
+    fn spi_check_equals_the_spec_pseudocode_exhaustively() {
+        let spis = [0, 0x10, 0x20, 0x8000_0010, 0x8000_0020];
+        let gens = [0, 1, 2, u32::MAX];
+        for cur in spis {
+            for prev in spis {
+                for cur_gen in gens {
+                    for global_gen in gens {
+                        for allow in [false, true] {
+                            for hdr in spis {
+                                let c = SpiCheck {
+                                    cur_spi: Spi(cur),
+                                    prev_spi: Spi(prev),
+                                    cur_gen: SpiGeneration(cur_gen),
+                                };
+                                let g = globals(global_gen, allow);
+                                let expect =
+                                    spec_pseudocode(cur, prev, cur_gen, global_gen, allow, hdr);
+                                assert_eq!(
+                                    c.check(&g, Spi(hdr)).is_ok(),
+                                    expect,
+                                    "{c:?} global {global_gen} allow {allow} hdr {hdr:#x}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn pcid_check() {
         let mut g = SecurityGlobals::default();

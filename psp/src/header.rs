@@ -621,6 +621,38 @@ mod tests {
     }
 
     #[test]
+    fn byte_2_and_3_bits_from_hand_bytes() {
+        // spec/psp.md §1.2: byte 2 = R(7:6) | Crypt Offset(5:0); byte 3 =
+        // S(7) | D(6) | Version(5:2) | V(1) | 1(0). One bit at a time.
+        let base = bytes("fc0200019a345678000000e8d4a510001122334455667788");
+        let read = |b2: u8, b3: u8| {
+            let mut b = base.clone();
+            b[2] = b2;
+            b[3] = b3;
+            let h = Header::new_checked(b).unwrap();
+            (
+                h.reserved(),
+                h.crypt_offset(),
+                h.sample(),
+                h.drop_after_sampling(),
+                h.version(),
+                h.vc_present(),
+                h.always_one(),
+            )
+        };
+        assert_eq!(read(0x80, 0), (2, 0, false, false, 0, false, false));
+        assert_eq!(read(0x40, 0), (1, 0, false, false, 0, false, false));
+        assert_eq!(read(0x3F, 0), (0, 63, false, false, 0, false, false));
+        assert_eq!(read(0x01, 0x80), (0, 1, true, false, 0, false, false));
+        assert_eq!(read(0x20, 0x40), (0, 32, false, true, 0, false, false));
+        assert_eq!(read(0, 0x20), (0, 0, false, false, 8, false, false));
+        assert_eq!(read(0, 0x04), (0, 0, false, false, 1, false, false));
+        assert_eq!(read(0, 0x02), (0, 0, false, false, 0, true, false));
+        assert_eq!(read(0, 0x01), (0, 0, false, false, 0, false, true));
+        assert_eq!(read(0xFF, 0xFF), (3, 63, true, true, 15, true, true));
+    }
+
+    #[test]
     fn parse_errors_name_the_problem() {
         let good = bytes("fc0101019a345678000000e8d4a51000");
         let check = |b: &[u8]| HeaderRepr::parse(&Header::new_unchecked(b));

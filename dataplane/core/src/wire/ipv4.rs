@@ -593,6 +593,16 @@ mod tests {
             Repr::parse(&Packet::new_checked(&frag[..]).unwrap()),
             Err(ParseError::Fragmented)
         );
+        // The last fragment: flags clear, offset 1 unit (8 bytes), by hand.
+        frag[6..8].copy_from_slice(&[0x00, 0x01]);
+        let mut packet = Packet::new_unchecked(&mut frag[..]);
+        packet.fill_checksum();
+        assert_eq!(packet.fragment_offset(), 8);
+        assert!(!packet.more_fragments() && !packet.dont_fragment());
+        assert_eq!(
+            Repr::parse(&Packet::new_checked(&frag[..]).unwrap()),
+            Err(ParseError::Fragmented)
+        );
     }
 
     #[test]

@@ -459,6 +459,27 @@ mod tests {
     }
 
     #[test]
+    fn byte_7_every_value_against_the_spec_formula() {
+        // spec/falcon.md §1.2: proto = b7 >> 5; ptype = (b7 >> 1) & 0xF;
+        // ar = b7 & 1. All 256 values, both directions.
+        for b7 in 0..=255u8 {
+            let mut bytes = BYTES;
+            bytes[7] = b7;
+            let packet = Packet::new_checked(&bytes[..]).unwrap();
+            assert_eq!(u8::from(packet.protocol_type()), b7 >> 5, "{b7:#04x}");
+            assert_eq!(u8::from(packet.packet_type()), (b7 >> 1) & 0xF, "{b7:#04x}");
+            assert_eq!(packet.ack_request(), b7 & 1 == 1, "{b7:#04x}");
+
+            let mut out = [0u8; 24];
+            let mut packet = Packet::new_unchecked(&mut out[..]);
+            packet.set_protocol_type(ProtocolType::from(b7 >> 5));
+            packet.set_packet_type(PacketType::from((b7 >> 1) & 0xF));
+            packet.set_ack_request(b7 & 1 == 1);
+            assert_eq!(out[7], b7);
+        }
+    }
+
+    #[test]
     fn reserved_nibble_ignored_on_parse_zero_on_emit() {
         let mut bytes = BYTES;
         bytes[0] = 0x1F;

@@ -364,6 +364,55 @@ mod tests {
     }
 
     #[test]
+    fn rnr_timeout_every_code_matches_the_spec_table() {
+        // OCP Falcon 0.9 §7.8 p.36–37 (spec/falcon.md §3.5), typed from the
+        // table as printed: (5-bit code, delay in ms).
+        let table = [
+            ("00000", "655.36"),
+            ("00001", "0.01"),
+            ("00010", "0.02"),
+            ("00011", "0.03"),
+            ("00100", "0.04"),
+            ("00101", "0.06"),
+            ("00110", "0.08"),
+            ("00111", "0.12"),
+            ("01000", "0.16"),
+            ("01001", "0.24"),
+            ("01010", "0.32"),
+            ("01011", "0.48"),
+            ("01100", "0.64"),
+            ("01101", "0.96"),
+            ("01110", "1.28"),
+            ("01111", "1.92"),
+            ("10000", "2.56"),
+            ("10001", "3.84"),
+            ("10010", "5.12"),
+            ("10011", "7.68"),
+            ("10100", "10.24"),
+            ("10101", "15.36"),
+            ("10110", "20.48"),
+            ("10111", "30.72"),
+            ("11000", "40.96"),
+            ("11001", "61.44"),
+            ("11010", "81.92"),
+            ("11011", "122.88"),
+            ("11100", "163.84"),
+            ("11101", "245.76"),
+            ("11110", "327.68"),
+            ("11111", "491.52"),
+        ];
+        for (code, ms) in table {
+            let code = u8::from_str_radix(code, 2).unwrap();
+            let (whole, hundredths) = ms.split_once('.').unwrap();
+            let nanos = whole.parse::<u64>().unwrap() * 1_000_000
+                + hundredths.parse::<u64>().unwrap() * 10_000;
+            let timeout = RnrTimeout::new(code).unwrap();
+            assert_eq!(timeout.as_nanos(), nanos, "code {code:#07b}");
+            assert_eq!(timeout.to_string(), format!("{ms} ms"), "code {code:#07b}");
+        }
+    }
+
+    #[test]
     fn rnr_timeout_inverse() {
         let code = |nanos| RnrTimeout::at_least_nanos(nanos).map(RnrTimeout::code);
         assert_eq!(code(0), Some(1));

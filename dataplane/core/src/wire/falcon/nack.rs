@@ -17,6 +17,13 @@
 //!
 //! The NACK has no OWN field: its RUE info is the full V\[23:0\] (text over
 //! figure, spec/falcon.md §9 item 1; see [`NackCcInfo`]).
+//!
+//! Field order: the text table (ocp/falcon-transport-rev0.9.txt p.35–37)
+//! lists NACK PSN, code, RNR timeout, W and ULP code *before* t1, t2 and CC
+//! info; the figure (PDF p.35, checked on the image) places t1/t2/CC info at
+//! bytes 16–31, as in the BACK, and the NACK fields after them. A table's
+//! row order is not a byte layout, so we follow the **figure** (as
+//! spec/falcon.md §3.3 and isekai's 320-bit NACK do).
 
 use core::fmt;
 
@@ -330,6 +337,64 @@ mod tests {
         let packet = Packet::new_checked(&bytes[..]).unwrap();
         assert_eq!(packet.rnr_timeout().as_nanos(), 1_280_000);
         assert_eq!(Repr::parse(&packet), Ok(repr()));
+    }
+
+    /// A NACK assembled by hand from the §7.8 table (p.35–37) and figure
+    /// (p.35), every reserved bit set so that misplaced masks show.
+    const HAND: [u8; 40] = [
+        0x1A, 0x12, 0x34, 0x56, // version 1 | rsvd 0xA, CID 0x123456
+        0xFF, 0xFF, 0xFF, 0xF1, // rsvd 27b (all 1) | type 1000b | R = 1
+        0x89, 0xAB, 0xCD, 0xEF, // receiver data window BPSN
+        0x01, 0x23, 0x45, 0x67, // receiver request window BPSN
+        0xDE, 0xAD, 0xBE, 0xEF, // t1
+        0x00, 0xC0, 0xFF, 0xEE, // t2
+        // CC info V: hop 1001 | level 10110 | ECN 01001000110100 (0x1234) |
+        // rsvd 1×17 | RUE info 0xA5C3E1 (24 bits, no OWN)
+        0x9B, 0x24, 0x69, 0xFF, 0xFF, 0xA5, 0xC3, 0xE1, //
+        0xFF, 0xFF, 0xFF, 0xFE, // NACK PSN
+        0x06, // NACK code 6: ULP complete in error
+        0xB3, // rsvd 101 | RNR timeout 10011b (7.68 ms)
+        0xAA, // W = 1 (request window) | rsvd 0101010
+        0x5A, // ULP NACK code
+    ];
+
+    #[test]
+    fn parse_hand_assembled_bytes() {
+        let packet = Packet::new_checked(&HAND[..]).unwrap();
+        let repr = Repr::parse(&packet).unwrap();
+        assert_eq!(
+            repr,
+            Repr {
+                connection_id: ConnectionId::truncating(0x12_3456),
+                data_bpsn: Psn::new(0x89AB_CDEF),
+                request_bpsn: Psn::new(0x0123_4567),
+                t1: FalconTime32::new(0xDEAD_BEEF),
+                t2: FalconTime32::new(0x00C0_FFEE),
+                cc_info: NackCcInfo {
+                    hop_count: HopCount::truncating(0b1001),
+                    rx_buffer_level: RxBufferLevel::truncating(0b10110),
+                    ecn_count: EcnCount::truncating(0x1234),
+                    rue_info: NackRueInfo::truncating(0xA5_C3E1),
+                },
+                nack_psn: Psn::new(0xFFFF_FFFE),
+                code: NackCode::UlpCompletionInError,
+                rnr_timeout: RnrTimeout::truncating(0b10011),
+                window: Window::Request,
+                ulp_nack_code: 0x5A,
+            }
+        );
+        assert_eq!(repr.rnr_timeout.as_nanos(), 7_680_000);
+
+        // Emit writes the same fields with every reserved bit zero.
+        let mut expected = HAND;
+        expected[0] = 0x10;
+        expected[4..8].copy_from_slice(&[0, 0, 0, 0b000_1000_0]);
+        expected[26..29].copy_from_slice(&[0x68, 0x00, 0x00]);
+        expected[37] = 0b000_10011;
+        expected[38] = 0x80;
+        let mut out = [0x55u8; 40];
+        repr.emit(&mut Packet::new_unchecked(&mut out[..]));
+        assert_eq!(out, expected);
     }
 
     #[test]

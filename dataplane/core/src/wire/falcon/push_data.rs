@@ -259,6 +259,71 @@ mod tests {
     }
 
     #[test]
+    fn parse_hand_assembled_bytes() {
+        // §7.2 base header + the §7.5 figure (p.29): reserved 16b, request
+        // length 16b at bytes 26–27, then the payload. Reserved bytes set.
+        let bytes: [u8; 31] = [
+            0x10,
+            0x00,
+            0x00,
+            0x2A, // version 1, CID 42
+            0x0A,
+            0x0B,
+            0x0C,
+            0b011_0101_1, // function 0x0A0B0C | NVMe | Push Data | AR
+            0x00,
+            0x00,
+            0x01,
+            0x00, // data BPSN 256
+            0x00,
+            0x00,
+            0x00,
+            0x80, // request BPSN 128
+            0x00,
+            0x00,
+            0x01,
+            0x2C, // PSN 300
+            0x00,
+            0x00,
+            0x00,
+            0x07, // RSN 7
+            0xEE,
+            0xEE,
+            0x00,
+            0x03, // reserved | request length 3
+            b'a',
+            b'b',
+            b'c',
+        ];
+        let packet = Packet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(packet.request_length(), 3);
+        assert_eq!(packet.payload(), b"abc");
+        let repr = Repr::parse(&packet).unwrap();
+        assert_eq!(
+            repr,
+            Repr {
+                header: BaseHeader {
+                    connection_id: ConnectionId::truncating(42),
+                    destination_function: DestinationFunction::truncating(0x0A_0B0C),
+                    protocol: ProtocolType::Nvme,
+                    ack_request: true,
+                    data_bpsn: Psn::new(256),
+                    request_bpsn: Psn::new(128),
+                    psn: Psn::new(300),
+                    rsn: Rsn::new(7),
+                },
+                request_length: 3,
+            }
+        );
+        let mut out = [0xEEu8; 31];
+        out[28..].copy_from_slice(b"abc");
+        repr.emit(&mut Packet::new_unchecked(&mut out[..]));
+        let mut expected = bytes;
+        expected[24..26].fill(0);
+        assert_eq!(out, expected);
+    }
+
+    #[test]
     fn request_length_must_equal_payload() {
         let mut bytes = [0u8; 28 + 5];
         repr(6).emit(&mut Packet::new_unchecked(&mut bytes[..]));
