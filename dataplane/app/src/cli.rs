@@ -141,8 +141,16 @@ pub enum BenchCommand {
     ///
     /// Bars (DESIGN §8): ratio ≥ 0.9 at 4096 bytes, ≥ 0.7 at 64 bytes.
     Psp(BenchPspArgs),
-    // `Core(BenchCoreArgs)` and `Rue(BenchRueArgs)` join here with their
-    // modules (cmd/bench_core.rs, cmd/bench_rue.rs).
+    /// RUE core (queue-driven, inline on one core) with random connection
+    /// ids: CC events per second, against the same events through the
+    /// queues with a no-op algorithm.
+    ///
+    /// Bar (DESIGN §8): ≥ 20 M events/s per core at 1 000 000 connections.
+    Rue(BenchRueArgs),
+    /// Packet delivery sublayer, both ends of a connection on one core, in
+    /// memory, no crypto: Push Data packets per second through transmit,
+    /// receive, ULP ACK and the ACKs back (`delivery_mpps`).
+    Core(BenchCoreArgs),
 }
 
 /// `falcon bench core`: Falcon core loop on one core, in memory, no crypto:

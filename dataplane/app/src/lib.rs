@@ -37,5 +37,23 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Bench(BenchCommand::Core(args)) => {
+            let report = cmd::bench_core::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::bench_core::print_text(&report);
+            }
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Rue(args)) => {
+            let report = cmd::bench_rue::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::bench_rue::print_text(&report);
+            }
+            Ok(())
+        }
     }
 }

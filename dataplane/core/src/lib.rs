@@ -15,6 +15,9 @@
 //! | [`ids`] | [`ConnectionId`](ids::ConnectionId) and [`DestinationFunction`](ids::DestinationFunction) (24-bit, validated) |
 //! | [`error`] | [`ParseError`](error::ParseError) (what is wrong with a packet) and [`RangeError`](error::RangeError) (a value too wide for its field) |
 //! | [`drop`](mod@drop) | [`DropReason`](drop::DropReason), the one drop-reason enum of the dataplane, and [`DropCounters`](drop::DropCounters) |
+//! | [`time`] | [`Timestamp`](time::Timestamp) (ns, injected) and the Falcon time units |
+//! | [`random`] | [`Random`](random::Random) and the seeded [`SplitMix64`](random::SplitMix64) |
+//! | [`delivery`] | the packet delivery sublayer (OCP Falcon 0.9 §9): [`DeliveryConnection`](delivery::DeliveryConnection) |
 //!
 //! Nothing in this crate panics on packet input: a malformed packet is a
 //! [`ParseError`](error::ParseError), which the pipeline maps to a counted
@@ -25,8 +28,11 @@
 #[macro_use]
 mod macros;
 
+pub mod delivery;
 pub mod drop;
 pub mod error;
 pub mod ids;
+pub mod random;
 pub mod seq;
+pub mod time;
 pub mod wire;

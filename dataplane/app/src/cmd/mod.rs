@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
+pub mod bench_core;
 pub mod bench_psp;
+pub mod bench_rue;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod psp_tool;

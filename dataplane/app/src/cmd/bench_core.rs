@@ -1,0 +1,373 @@
+//! `falcon bench core`: the packet delivery sublayer on one core, in
+//! memory, no crypto.
+//!
+//! Two `DeliveryConnection`s run in one loop on one core: the initiator
+//! sends Push Data of `--size` payload bytes (so both sliding-window sides,
+//! the ncwnd/fcwnd gates and the ULP-ACK path are exercised), the target
+//! admits and ULP-acknowledges each one at once, and its ACKs (coalesced
+//! BACKs, immediate ones on AR) go back. RUE events are answered at once by
+//! `CcResult::reflect` (the bypass: the RUE's own cost is `falcon bench
+//! rue`'s). The clock is read once per burst of 32, as the datapath loop
+//! does.
+//!
+//! **What `delivery_mpps` counts:** Push Data packets per second through,
+//! per packet, the initiator's `submit` + `poll_transmit` (PSN, gating, AR,
+//! piggy-backed ACK, header repr) and the target's `handle_packet` +
+//! `admit` + `handle_ulp_ack`, plus, amortized, the target's ACK generation
+//! (`poll_ack`), the initiator's ACK processing (`handle_packet` on the
+//! BACK: base advance, slot release, RTT sample, RUE event), the
+//! completion events both sides emit, RUE event/result handling and the
+//! timer checks — all of it on one core, so the figure is "packets per
+//! second per core for both ends of a connection's delivery layer". Not
+//! counted: payload bytes (never touched), PSP, Ethernet/IP/UDP.
+//! `delivery_wire_mpps` repeats the run with every Falcon header (data and
+//! ACK) emitted into a buffer and parsed back with `FalconRepr::parse`, as
+//! the pipeline would. After each run every packet must have been delivered
+//! once and acknowledged once, or the command fails.
+
+use std::time::{Duration, Instant};
+
+use falcon_core::delivery::{
+    ConnectionParams, DeliveryConfig, DeliveryConnection, Event, OrderingMode, OutgoingPacket,
+    PacketKind, PayloadHandle, RxMeta, RxOutcome,
+};
+use falcon_core::ids::{ConnectionId, DestinationFunction};
+use falcon_core::seq::{Psn, Rsn};
+use falcon_core::time::Timestamp;
+use falcon_core::wire::{FalconRepr, ProtocolType, RxBufferLevel};
+use rue::CcResult;
+use serde::Serialize;
+
+use crate::cli::BenchCoreArgs;
+use crate::error::{AppError, Result};
+
+/// Packets per burst (one `rx_burst` of the datapath loop).
+const BURST: usize = 32;
+/// RUE event queue size the admission sees (isekai default).
+const RUE_QUEUE: usize = 65_536;
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Payload bytes per Push Data.
+    pub size_bytes: u32,
+    /// Push Data packets per second through both ends' delivery layer on one
+    /// core (see the module doc for what is counted).
+    pub delivery_mpps: f64,
+    /// The same with Falcon header emit and parse on every data packet and
+    /// ACK.
+    pub delivery_wire_mpps: f64,
+    /// Nanoseconds per packet for both ends together (1000 / delivery_mpps).
+    pub delivery_ns_per_packet: f64,
+    /// Push Data packets sent in the delivery-only run.
+    pub packets: u64,
+    /// ACKs (BACK/EACK) the target sent in that run.
+    pub acks: u64,
+    /// ACKs per data packet.
+    pub acks_per_packet: f64,
+    /// RUE events handed out by both ends.
+    pub rue_events: u64,
+    /// Retransmissions (expected 0: the in-memory link loses nothing).
+    pub retransmits: u64,
+    /// Measured time of the delivery-only run, seconds.
+    pub seconds: f64,
+    /// Measured time of the wire run, seconds.
+    pub wire_seconds: f64,
+}
+
+/// What one run measured.
+struct Run {
+    packets: u64,
+    acks: u64,
+    rue_events: u64,
+    retransmits: u64,
+    elapsed: Duration,
+}
+
+pub fn run(args: &BenchCoreArgs) -> Result<Report> {
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        return Err(AppError::Usage(format!(
+            "--seconds must be positive, got {}",
+            args.seconds
+        )));
+    }
+    let size = u16::try_from(args.size)
+        .map_err(|_| AppError::Usage(format!("--size must be at most 65535, got {}", args.size)))?;
+    let half = Duration::from_secs_f64(args.seconds / 2.0);
+    let delivery = run_once(size, half, false)?;
+    let wire = run_once(size, half, true)?;
+    let mpps = |r: &Run| r.packets as f64 / r.elapsed.as_secs_f64() / 1e6;
+    let delivery_mpps = mpps(&delivery);
+    Ok(Report {
+        size_bytes: args.size,
+        delivery_mpps,
+        delivery_wire_mpps: mpps(&wire),
+        delivery_ns_per_packet: 1e3 / delivery_mpps.max(f64::MIN_POSITIVE),
+        packets: delivery.packets,
+        acks: delivery.acks,
+        acks_per_packet: delivery.acks as f64 / delivery.packets.max(1) as f64,
+        rue_events: delivery.rue_events,
+        retransmits: delivery.retransmits,
+        seconds: delivery.elapsed.as_secs_f64(),
+        wire_seconds: wire.elapsed.as_secs_f64(),
+    })
+}
+
+pub fn print_text(r: &Report) {
+    println!(
+        "Delivery sublayer, both ends on one core, in memory ({} B Push Data, no crypto)",
+        r.size_bytes
+    );
+    println!(
+        "  delivery       {:8.2} Mpps  ({:.1} ns per packet, both ends)",
+        r.delivery_mpps, r.delivery_ns_per_packet
+    );
+    println!(
+        "  + header wire  {:8.2} Mpps  (emit + parse of every data packet and ACK)",
+        r.delivery_wire_mpps
+    );
+    println!(
+        "  {} packets, {} ACKs ({:.2} per packet), {} RUE events, {} retransmissions in {:.2} s",
+        r.packets, r.acks, r.acks_per_packet, r.rue_events, r.retransmits, r.seconds
+    );
+}
+
+fn params(side: u32) -> ConnectionParams {
+    let cid = |n: u32| ConnectionId::truncating(0x10 + n);
+    ConnectionParams {
+        connection_id: cid(side),
+        peer_connection_id: cid(1 - side),
+        destination_function: DestinationFunction::truncating(1),
+        protocol: ProtocolType::Rdma,
+        ordering: OrderingMode::Ordered,
+        // Start near the wrap so the run crosses 2^32.
+        tx_request_psn: Psn::new(u32::MAX - 1000),
+        tx_data_psn: Psn::new(u32::MAX - 1000),
+        rx_request_psn: Psn::new(u32::MAX - 1000),
+        rx_data_psn: Psn::new(u32::MAX - 1000),
+        seed: u64::from(side) + 1,
+    }
+}
+
+/// Runs the loop for `duration`; with `wire`, every header goes through
+/// emit and parse.
+fn run_once(size: u16, duration: Duration, wire: bool) -> Result<Run> {
+    let config = DeliveryConfig::default();
+    config
+        .validate()
+        .map_err(|e| AppError::Failed(format!("delivery config: {e}")))?;
+    let mut initiator = DeliveryConnection::new(&config, params(0));
+    let mut target = DeliveryConnection::new(&config, params(1));
+    let mut buffer = vec![0u8; 128 + usize::from(size)];
+    let level = RxBufferLevel::truncating(0);
+    let start = Instant::now();
+    // The connections' clock: real nanoseconds since the start, read once
+    // per burst.
+    let clock =
+        |start: &Instant| Timestamp::from_nanos(1_000_000 + start.elapsed().as_nanos() as u64);
+    let mut submitted: u64 = 0;
+    let mut sent: u64 = 0;
+    let mut delivered: u64 = 0;
+    let mut completed: u64 = 0;
+    let mut acks: u64 = 0;
+    let mut rue_events: u64 = 0;
+    let mut now;
+    loop {
+        now = clock(&start);
+        if now.as_nanos() - 1_000_000 >= duration.as_nanos() as u64 {
+            break;
+        }
+        // Keep a burst queued ahead of the gate.
+        while submitted - sent < 2 * BURST as u64 {
+            let packet = OutgoingPacket {
+                kind: PacketKind::PushData,
+                rsn: Rsn::new(submitted as u32),
+                request_length: size,
+                payload_len: size,
+                handle: PayloadHandle(submitted),
+            };
+            if initiator.submit(packet).is_err() {
+                break;
+            }
+            submitted += 1;
+        }
+        for _ in 0..BURST {
+            let Some(tx) = initiator.poll_transmit(now) else {
+                break;
+            };
+            sent += 1;
+            let meta = RxMeta {
+                tx_time: now.falcon_time32(),
+                ecn_ce: false,
+                ttl: 62,
+            };
+            let repr = if wire {
+                through_wire(&tx.repr, &mut buffer)?
+            } else {
+                tx.repr
+            };
+            match target.handle_packet(now, &repr, meta) {
+                RxOutcome::Deliver(arrival) => {
+                    let psn = arrival.psn;
+                    target
+                        .admit(now, arrival)
+                        .map_err(|reason| AppError::Failed(format!("admit refused: {reason}")))?;
+                    target
+                        .handle_ulp_ack(now, psn)
+                        .map_err(|e| AppError::Failed(format!("ULP ACK: {e}")))?;
+                    delivered += 1;
+                }
+                other => {
+                    return Err(AppError::Failed(format!(
+                        "data packet not delivered: {other:?}"
+                    )))
+                }
+            }
+        }
+        acks += exchange_acks(now, &mut target, &mut initiator, level, wire, &mut buffer)?;
+        completed += drain_events(&mut initiator)?;
+        drain_events(&mut target)?;
+        rue_events += answer_rue(now, &mut initiator) + answer_rue(now, &mut target);
+        initiator.handle_timeout(now);
+        target.handle_timeout(now);
+    }
+    let elapsed = start.elapsed();
+    // Drain: the last ACKs (coalescing timer), then check exactly-once.
+    let mut drain_now = now;
+    for _ in 0..1_000 {
+        if completed == sent {
+            break;
+        }
+        drain_now = drain_now + Duration::from_micros(10);
+        target.handle_timeout(drain_now);
+        initiator.handle_timeout(drain_now);
+        acks += exchange_acks(
+            drain_now,
+            &mut target,
+            &mut initiator,
+            level,
+            wire,
+            &mut buffer,
+        )?;
+        completed += drain_events(&mut initiator)?;
+        answer_rue(drain_now, &mut initiator);
+        answer_rue(drain_now, &mut target);
+    }
+    if delivered != sent || completed != sent {
+        return Err(AppError::Failed(format!(
+            "sent {sent} packets, delivered {delivered}, acknowledged {completed}"
+        )));
+    }
+    let stats = initiator.stats();
+    Ok(Run {
+        packets: sent,
+        acks,
+        rue_events,
+        retransmits: stats.retransmits_timeout + stats.retransmits_early,
+        elapsed,
+    })
+}
+
+/// Emits `repr` into `buffer` and parses it back (the payload bytes are
+/// whatever the buffer holds: never read).
+fn through_wire(repr: &FalconRepr, buffer: &mut [u8]) -> Result<FalconRepr> {
+    let len = repr.buffer_len();
+    let bytes = buffer
+        .get_mut(..len)
+        .ok_or_else(|| AppError::Failed(format!("packet of {len} bytes exceeds the buffer")))?;
+    repr.emit(bytes);
+    FalconRepr::parse(bytes).map_err(|e| AppError::Failed(format!("parse of own packet: {e}")))
+}
+
+/// Carries every due ACK from `from` to `to`; returns how many.
+fn exchange_acks(
+    now: Timestamp,
+    from: &mut DeliveryConnection,
+    to: &mut DeliveryConnection,
+    level: RxBufferLevel,
+    wire: bool,
+    buffer: &mut [u8],
+) -> Result<u64> {
+    let mut count = 0;
+    while let Some(ack) = from.poll_ack(now, level) {
+        let ack = if wire {
+            through_wire(&ack, buffer)?
+        } else {
+            ack
+        };
+        let meta = RxMeta {
+            tx_time: now.falcon_time32(),
+            ecn_ce: false,
+            ttl: 62,
+        };
+        match to.handle_packet(now, &ack, meta) {
+            RxOutcome::Processed => count += 1,
+            other => return Err(AppError::Failed(format!("ACK not processed: {other:?}"))),
+        }
+    }
+    Ok(count)
+}
+
+/// Drains a connection's events; returns the acknowledgements among them.
+fn drain_events(conn: &mut DeliveryConnection) -> Result<u64> {
+    let mut acked = 0;
+    while let Some(event) = conn.poll_event() {
+        match event {
+            Event::Acked { .. } => acked += 1,
+            Event::Error(error) => {
+                return Err(AppError::Failed(format!("connection error: {error}")))
+            }
+            _ => {}
+        }
+    }
+    Ok(acked)
+}
+
+/// Answers a pending RUE event with the bypass result; returns 1 if there
+/// was one.
+fn answer_rue(now: Timestamp, conn: &mut DeliveryConnection) -> u64 {
+    match conn.poll_rue_event(now, 0, RUE_QUEUE) {
+        Some(event) => {
+            conn.handle_rue_result(now, &CcResult::reflect(&event));
+            1
+        }
+        None => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_run_delivers_everything_once() {
+        let args = BenchCoreArgs {
+            size: 64,
+            seconds: 0.05,
+            json: true,
+        };
+        let report = run(&args).unwrap();
+        assert!(report.packets > 1_000, "{report:?}");
+        assert!(report.delivery_mpps > 0.0 && report.delivery_wire_mpps > 0.0);
+        assert_eq!(report.retransmits, 0);
+        assert!(
+            report.acks_per_packet > 0.01 && report.acks_per_packet < 1.0,
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        let bad = BenchCoreArgs {
+            size: 70_000,
+            seconds: 1.0,
+            json: false,
+        };
+        assert!(matches!(run(&bad), Err(AppError::Usage(_))));
+        let bad = BenchCoreArgs {
+            size: 64,
+            seconds: 0.0,
+            json: false,
+        };
+        assert!(matches!(run(&bad), Err(AppError::Usage(_))));
+    }
+}

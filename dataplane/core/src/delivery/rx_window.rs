@@ -1,0 +1,364 @@
+//! The receiver side of one sliding window.
+//!
+//! Layer: delivery. Owns [`RxWindow`]: the receiver's BPSN, its bitmaps (the
+//! request window's req-bitmap; the data window's data-ack-bitmap and
+//! data-rx-bitmap) and its OWN bit (OCP Falcon 0.9 §9.2.1), plus the
+//! per-PSN facts the receiver needs for Push Data awaiting the ULP (the AR
+//! bit to honour on the ULP ACK, and the NACK to repeat on a duplicate).
+//! No IO, no allocation, no panics.
+//!
+//! Bit n of every bitmap stands for BPSN + n, exactly as the EACK carries
+//! it (§7.7.2); an advance of BPSN shifts all of them (§9.2.2.4).
+//!
+//! Decision (spec/falcon.md §9 item 7): BPSN is the first *unacknowledged*
+//! PSN, as §9.2.2.4 advances it, not the "oldest not yet received" of
+//! §9.2.1: a Push Data holds BPSN until its ULP ACK.
+
+use crate::delivery::bitmap::{shift_down, trailing_ones};
+use crate::seq::Psn;
+use crate::wire::{NackCode, RnrTimeout, Window};
+
+/// Receiver window sizes (OCP Falcon 0.9 §9: request 64, data 128).
+pub const REQUEST_WINDOW: u32 = 64;
+/// See [`REQUEST_WINDOW`].
+pub const DATA_WINDOW: u32 = 128;
+
+/// The outcome of the sliding-window check of §9.2.2.4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowCheck {
+    /// Inside the window, new.
+    Accept,
+    /// Inside the window, already received (or acknowledged). Carries the
+    /// NACK recorded for it, if the ULP NACKed it (repeated on duplicates,
+    /// isekai `HandleDuplicateNackedPacket`).
+    Duplicate(Option<NackRecord>),
+    /// At or beyond BPSN + window size: dropped, OWN set.
+    OutOfWindow,
+    /// Below BPSN: an old duplicate.
+    Stale,
+}
+
+/// A NACK the receiver sent for a Push Data, kept to repeat it when the
+/// Push Data is retransmitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NackRecord {
+    /// The NACK code.
+    pub code: NackCode,
+    /// The ULP's own code, opaque to Falcon.
+    pub ulp_nack_code: u8,
+    /// The RNR timeout (RNR NACKs).
+    pub rnr_timeout: RnrTimeout,
+}
+
+const NO_NACK: NackRecord = NackRecord {
+    code: NackCode::Unknown(0),
+    ulp_nack_code: 0,
+    rnr_timeout: RnrTimeout::LONGEST,
+};
+
+/// The receiver's state of one sliding window.
+#[derive(Debug, Clone)]
+pub struct RxWindow {
+    window: Window,
+    size: u32,
+    base: Psn,
+    /// req-bitmap (request window) or data-ack-bitmap (data window).
+    ack: u128,
+    /// data-rx-bitmap; in the request window received = acknowledged.
+    rx: u128,
+    /// R-OWN / D-OWN.
+    own: bool,
+    /// Received Push Data with AR set, awaiting the ULP ACK.
+    ack_request: u128,
+    /// Received Push Data the ULP NACKed (CIE, NRE, invalid CID).
+    nacked: u128,
+    /// The NACKs of `nacked`, at `psn mod 128`.
+    nacks: [NackRecord; DATA_WINDOW as usize],
+}
+
+impl RxWindow {
+    /// An empty window whose BPSN is `initial` (set by the CM).
+    pub fn new(window: Window, initial: Psn) -> Self {
+        RxWindow {
+            window,
+            size: match window {
+                Window::Request => REQUEST_WINDOW,
+                Window::Data => DATA_WINDOW,
+            },
+            base: initial,
+            ack: 0,
+            rx: 0,
+            own: false,
+            ack_request: 0,
+            nacked: 0,
+            nacks: [NO_NACK; DATA_WINDOW as usize],
+        }
+    }
+
+    /// Which window.
+    pub fn window(&self) -> Window {
+        self.window
+    }
+
+    /// BPSN: the first unacknowledged PSN.
+    pub fn base(&self) -> Psn {
+        self.base
+    }
+
+    /// The ack bitmap (bit n = BPSN + n).
+    pub fn ack_bitmap(&self) -> u128 {
+        self.ack
+    }
+
+    /// The rx bitmap (bit n = BPSN + n); equals the ack bitmap in the
+    /// request window.
+    pub fn rx_bitmap(&self) -> u128 {
+        self.rx
+    }
+
+    /// The OWN bit.
+    pub fn own(&self) -> bool {
+        self.own
+    }
+
+    /// Clears OWN once an EACK carried it (§9.2.1).
+    pub fn clear_own(&mut self) {
+        self.own = false;
+    }
+
+    /// The sliding-window check (§9.2.2.4), setting OWN on an out-of-window
+    /// drop.
+    pub fn check(&mut self, psn: Psn) -> WindowCheck {
+        if psn.before(self.base) {
+            return WindowCheck::Stale;
+        }
+        let offset = self.base.distance(psn);
+        if offset >= self.size {
+            self.own = true;
+            return WindowCheck::OutOfWindow;
+        }
+        let bit = 1u128 << offset;
+        // spec/falcon.md §4.6: a Push Data received but not yet ULP-acked is
+        // a duplicate too (§11 "previously received"), so check rx as well.
+        if (self.ack | self.rx) & bit != 0 {
+            let nack = (self.nacked & bit != 0).then(|| self.nacks[index(psn)]);
+            return WindowCheck::Duplicate(nack);
+        }
+        WindowCheck::Accept
+    }
+
+    /// Marks an accepted `psn` received but not acknowledged (Push Data:
+    /// "must not be set to 1b until the packet is explicitly acknowledged by
+    /// the ULP", §9.2.2.4), remembering its AR bit for the ULP ACK.
+    pub fn receive(&mut self, psn: Psn, ack_request: bool) {
+        if let Some(bit) = self.bit(psn) {
+            self.rx |= bit;
+            if ack_request {
+                self.ack_request |= bit;
+            }
+        }
+    }
+
+    /// Marks `psn` received and acknowledged and advances BPSN over the
+    /// acknowledged prefix, shifting every bitmap (§9.2.2.4). Returns the
+    /// AR bit recorded at [`receive`](Self::receive) (if any) and the
+    /// advance, or `None` if `psn` is outside the window.
+    pub fn acknowledge(&mut self, psn: Psn) -> Option<(bool, u32)> {
+        let bit = self.bit(psn)?;
+        let ack_request = self.ack_request & bit != 0;
+        self.ack |= bit;
+        self.rx |= bit;
+        self.ack_request &= !bit;
+        self.nacked &= !bit;
+        let advance = trailing_ones(self.ack).min(self.size);
+        if advance > 0 {
+            self.base = self.base.wrapping_add(advance);
+            self.ack = shift_down(self.ack, advance);
+            self.rx = shift_down(self.rx, advance);
+            self.ack_request = shift_down(self.ack_request, advance);
+            self.nacked = shift_down(self.nacked, advance);
+        }
+        Some((ack_request, advance))
+    }
+
+    /// Forgets that `psn` was received (an RNR-NACKed Push Data: its
+    /// retransmission after the RNR timeout is delivered again, OCP Falcon
+    /// 0.9 §11 target "redeliver ... when a retransmitted Push Data
+    /// arrives"). Returns whether it was received and unacknowledged.
+    pub fn unreceive(&mut self, psn: Psn) -> bool {
+        let Some(bit) = self.bit(psn) else {
+            return false;
+        };
+        if self.rx & bit == 0 || self.ack & bit != 0 {
+            return false;
+        }
+        self.rx &= !bit;
+        self.ack_request &= !bit;
+        self.nacked &= !bit;
+        true
+    }
+
+    /// Records the NACK sent for a received, unacknowledged `psn`.
+    pub fn record_nack(&mut self, psn: Psn, nack: NackRecord) {
+        if let Some(bit) = self.bit(psn) {
+            self.nacked |= bit;
+            self.nacks[index(psn)] = nack;
+        }
+    }
+
+    /// `psn` is received and awaiting its ULP ACK.
+    pub fn awaits_ulp(&self, psn: Psn) -> bool {
+        self.bit(psn)
+            .is_some_and(|bit| self.rx & bit != 0 && self.ack & bit == 0)
+    }
+
+    /// Nothing useful to report: bitmaps zero and OWN clear (the
+    /// piggy-backing condition of §9.1.6, for this window).
+    pub fn is_quiet(&self) -> bool {
+        self.ack == 0 && self.rx == 0 && !self.own
+    }
+
+    fn bit(&self, psn: Psn) -> Option<u128> {
+        let offset = self.base.distance(psn);
+        (offset < self.size).then(|| 1u128 << offset)
+    }
+}
+
+fn index(psn: Psn) -> usize {
+    (psn.value() % DATA_WINDOW) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn push_data_holds_the_base_until_the_ulp_ack() {
+        let base = Psn::new(u32::MAX);
+        let mut window = RxWindow::new(Window::Data, base);
+        assert_eq!(window.check(base), WindowCheck::Accept);
+        window.receive(base, true);
+        assert_eq!(window.check(base), WindowCheck::Duplicate(None));
+        assert!(window.awaits_ulp(base));
+        assert_eq!(window.base(), base);
+        assert_eq!(window.rx_bitmap(), 1);
+        // A Pull Data at base + 1 is acknowledged at once, base stays.
+        assert_eq!(window.acknowledge(base.next()), Some((false, 0)));
+        assert_eq!(window.ack_bitmap(), 0b10);
+        // The ULP ACK releases both.
+        assert_eq!(window.acknowledge(base), Some((true, 2)));
+        assert_eq!(window.base(), Psn::new(1));
+        assert_eq!((window.ack_bitmap(), window.rx_bitmap()), (0, 0));
+        assert_eq!(window.check(base), WindowCheck::Stale);
+        assert_eq!(window.check(Psn::new(128)), WindowCheck::Accept);
+        assert!(!window.own());
+        assert_eq!(window.check(Psn::new(129)), WindowCheck::OutOfWindow);
+        assert!(window.own());
+        window.clear_own();
+        assert!(window.is_quiet());
+    }
+
+    #[test]
+    fn request_window_is_64_and_nacks_are_remembered() {
+        let mut window = RxWindow::new(Window::Request, Psn::new(10));
+        assert_eq!(window.check(Psn::new(73)), WindowCheck::Accept);
+        assert_eq!(window.check(Psn::new(74)), WindowCheck::OutOfWindow);
+        let mut data = RxWindow::new(Window::Data, Psn::new(0));
+        data.receive(Psn::new(3), false);
+        let nack = NackRecord {
+            code: NackCode::UlpCompletionInError,
+            ulp_nack_code: 9,
+            rnr_timeout: RnrTimeout::LONGEST,
+        };
+        data.record_nack(Psn::new(3), nack);
+        assert_eq!(data.check(Psn::new(3)), WindowCheck::Duplicate(Some(nack)));
+        assert!(data.unreceive(Psn::new(3)));
+        assert_eq!(data.check(Psn::new(3)), WindowCheck::Accept);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Receive(u32),
+        Acknowledge(u32),
+        Unreceive(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..140).prop_map(Op::Receive),
+            (0u32..140).prop_map(Op::Acknowledge),
+            (0u32..140).prop_map(Op::Unreceive),
+        ]
+    }
+
+    proptest! {
+        /// Receiver windows of both sizes against BTreeSet oracles of
+        /// received and acknowledged absolute PSNs, across 2^32: the
+        /// acceptance check, BPSN advance, and the wire bitmaps.
+        #[test]
+        fn rx_window_matches_btreeset(
+            start in prop_oneof![Just(u32::MAX - 100), any::<u32>()],
+            request in any::<bool>(),
+            ops in proptest::collection::vec(op(), 1..300),
+        ) {
+            let kind = if request { Window::Request } else { Window::Data };
+            let size = if request { REQUEST_WINDOW } else { DATA_WINDOW };
+            let mut window = RxWindow::new(kind, Psn::new(start));
+            let mut received = BTreeSet::<u64>::new();
+            let mut acked = BTreeSet::<u64>::new();
+            let mut base = u64::from(start);
+            let psn = |absolute: u64| Psn::new(absolute as u32);
+            for op in ops {
+                let (offset, absolute) = match op {
+                    Op::Receive(o) | Op::Acknowledge(o) | Op::Unreceive(o) => (o, base + u64::from(o)),
+                };
+                let expected = if offset >= size {
+                    WindowCheck::OutOfWindow
+                } else if received.contains(&absolute) || acked.contains(&absolute) {
+                    WindowCheck::Duplicate(None)
+                } else {
+                    WindowCheck::Accept
+                };
+                prop_assert_eq!(window.check(psn(absolute)), expected);
+                prop_assert_eq!(window.check(psn(base.wrapping_sub(1))), WindowCheck::Stale);
+                if offset >= size {
+                    prop_assert!(window.own());
+                    window.clear_own();
+                    continue;
+                }
+                match op {
+                    Op::Receive(_) => {
+                        window.receive(psn(absolute), false);
+                        received.insert(absolute);
+                    }
+                    Op::Acknowledge(_) => {
+                        window.acknowledge(psn(absolute));
+                        received.insert(absolute);
+                        acked.insert(absolute);
+                        while acked.contains(&base) {
+                            base += 1;
+                        }
+                    }
+                    Op::Unreceive(_) => {
+                        let expected = received.contains(&absolute) && !acked.contains(&absolute);
+                        prop_assert_eq!(window.unreceive(psn(absolute)), expected);
+                        if expected {
+                            received.remove(&absolute);
+                        }
+                    }
+                }
+                prop_assert_eq!(window.base(), psn(base));
+                let bits = |set: &BTreeSet<u64>| {
+                    set.range(base..base + u64::from(size)).fold(0u128, |b, &p| b | 1 << (p - base))
+                };
+                prop_assert_eq!(window.ack_bitmap(), bits(&acked));
+                prop_assert_eq!(window.rx_bitmap(), bits(&received));
+                prop_assert_eq!(window.ack_bitmap() & 1, 0, "bit 0 of the ack bitmap is always 0");
+            }
+        }
+    }
+}

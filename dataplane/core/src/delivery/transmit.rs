@@ -1,0 +1,303 @@
+//! The transmit path: which packet goes next, and building its header.
+//!
+//! Layer: delivery (transmitter side). Implements
+//! [`DeliveryConnection::poll_transmit`]: retransmissions before first
+//! transmissions, each gated by fcwnd/ncwnd (OCP Falcon 0.9 §9.1.2) and
+//! paced when fcwnd < 1; PSN order within a window and, on ordered
+//! connections, RSN order across windows (§9.1.3, §9.1.5); the AR bit
+//! (§9.1.3.1); and the piggy-backed RBPSN/DBPSN that may stop the ACK
+//! coalescing timer (§9.1.6). No IO: the caller emits the returned header
+//! and copies the payload named by the handle.
+
+use rue::RetransmitReason;
+
+use crate::delivery::connection::{DeliveryConnection, OrderingMode};
+use crate::delivery::packet::{OutgoingPacket, PacketKind, Retransmission, SentKind, TxPacket};
+use crate::delivery::tx_window::SentPacket;
+use crate::seq::Psn;
+use crate::time::{timing_wheel_units, Timestamp};
+use crate::wire::{
+    BaseHeader, FalconRepr, PullDataRepr, PullRequestRepr, PushDataRepr, ResyncRepr, Window,
+};
+
+/// What `poll_transmit` sends next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Candidate {
+    /// A marked packet (or a Resync in its slot), by window and PSN.
+    Retransmit(Window, Psn),
+    /// The head of a submit queue.
+    First(Queue),
+}
+
+/// The three first-transmission queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queue {
+    PullData,
+    PullRequests,
+    PushData,
+}
+
+impl DeliveryConnection {
+    /// The next packet to put on the wire, if the congestion windows and the
+    /// pacing gap allow one now: retransmissions (and Resyncs) first, then
+    /// first transmissions, which get their PSN here (§9.1.3). Call until
+    /// `None` after every input.
+    pub fn poll_transmit(&mut self, now: Timestamp) -> Option<TxPacket> {
+        if self.failed.is_some() {
+            return None;
+        }
+        let Some(candidate) = self.pick_retransmit().or_else(|| self.pick_first()) else {
+            self.pacer.cancel();
+            return None;
+        };
+        if self.gate().is_paced() {
+            // §10.3.5: with fcwnd < 1 the timing wheel spaces packets by the
+            // inter-packet gap (512 ns units, spec/rue.md §1.11 item 8).
+            let gap = timing_wheel_units(self.rue.state.inter_packet_gap);
+            if !self.pacer.admit(now, gap) {
+                return None;
+            }
+        } else {
+            self.pacer.cancel();
+        }
+        self.round_robin = self.round_robin.wrapping_add(1);
+        match candidate {
+            Candidate::Retransmit(window, psn) => self.send_retransmission(now, window, psn),
+            Candidate::First(queue) => self.send_first(now, queue),
+        }
+    }
+
+    /// The lowest marked PSN of a window whose gate is open. §9.1.5: PSN
+    /// order within a window; on ordered connections RSN order across the
+    /// windows for the initiator's requests (Pull Data carries the peer's
+    /// RSNs and is not ordered against them).
+    fn pick_retransmit(&self) -> Option<Candidate> {
+        let gate = self.gate();
+        let head = |window: Window| {
+            let tx = self.tx(window);
+            let psn = tx.first_marked()?;
+            let slot = tx.slot(psn)?;
+            Some((window, psn, *slot))
+        };
+        let open = |(window, psn, slot): (Window, Psn, SentPacket)| {
+            gate.allows_retransmit(self.tx(window), psn, slot.is_request())
+        };
+        let pick = |(window, psn, _): (Window, Psn, SentPacket)| Candidate::Retransmit(window, psn);
+        match (head(Window::Request), head(Window::Data)) {
+            (None, None) => None,
+            (Some(one), None) | (None, Some(one)) => open(one).then(|| pick(one)),
+            (Some(request), Some(data)) => {
+                if self.params.ordering == OrderingMode::Ordered
+                    && request.2.is_request()
+                    && data.2.is_request()
+                {
+                    let first = if data.2.rsn.before(request.2.rsn) {
+                        data
+                    } else {
+                        request
+                    };
+                    return open(first).then(|| pick(first));
+                }
+                let order = if self.round_robin & 1 == 0 {
+                    [request, data]
+                } else {
+                    [data, request]
+                };
+                order.into_iter().find(|&c| open(c)).map(pick)
+            }
+        }
+    }
+
+    /// The submit queue whose head may go now. Initiator requests (Pull
+    /// Request, Push Data) take turns with the target's Pull Data; on
+    /// ordered connections the lower RSN of the two request heads goes
+    /// first or nothing does (§9.1.3: "transmit the packet in RSN order
+    /// across both the request and data sliding windows").
+    fn pick_first(&self) -> Option<Candidate> {
+        let gate = self.gate();
+        let ready = |packet: &OutgoingPacket| {
+            let window = packet.kind.window();
+            let tx = self.tx(window);
+            let paused = self.own_paused[usize::from(window == Window::Data)];
+            tx.has_room() && !paused && gate.allows_first(tx, packet.kind.is_request())
+        };
+        let requests = self.queues.pull_requests.front();
+        let pushes = self.queues.push_data.front();
+        let initiator = match (requests, pushes) {
+            (None, None) => None,
+            (Some(r), None) => ready(r).then_some(Queue::PullRequests),
+            (None, Some(p)) => ready(p).then_some(Queue::PushData),
+            (Some(r), Some(p)) if self.params.ordering == OrderingMode::Ordered => {
+                if p.rsn.before(r.rsn) {
+                    ready(p).then_some(Queue::PushData)
+                } else {
+                    ready(r).then_some(Queue::PullRequests)
+                }
+            }
+            (Some(r), Some(p)) => {
+                let order = if self.round_robin & 1 == 0 {
+                    [(r, Queue::PullRequests), (p, Queue::PushData)]
+                } else {
+                    [(p, Queue::PushData), (r, Queue::PullRequests)]
+                };
+                order
+                    .into_iter()
+                    .find(|(packet, _)| ready(packet))
+                    .map(|(_, q)| q)
+            }
+        };
+        let target = self
+            .queues
+            .pull_data
+            .front()
+            .filter(|packet| ready(packet))
+            .map(|_| Queue::PullData);
+        let queue = if self.round_robin & 2 == 0 {
+            initiator.or(target)
+        } else {
+            target.or(initiator)
+        };
+        queue.map(Candidate::First)
+    }
+
+    /// §9.1.3: PSN = NPSN, NPSN + 1, buffer until acknowledged, start the
+    /// retransmit timer.
+    fn send_first(&mut self, now: Timestamp, queue: Queue) -> Option<TxPacket> {
+        let packet = match queue {
+            Queue::PullRequests => self.queues.pull_requests.pop_front(),
+            Queue::PushData => self.queues.push_data.pop_front(),
+            Queue::PullData => self.queues.pull_data.pop_front(),
+        }?;
+        let window = packet.kind.window();
+        let slot = SentPacket::new(
+            packet.kind,
+            packet.rsn,
+            packet.request_length,
+            packet.payload_len,
+            packet.handle,
+        );
+        let psn = self.tx_mut(window).push(now, slot);
+        self.stats.packets_sent += 1;
+        self.arm_retransmit_timer(now.saturating_add(self.rue.state.rto()));
+        self.build(now, window, psn, None)
+    }
+
+    /// §9.1.5: the same PSN again; restart its timer.
+    fn send_retransmission(
+        &mut self,
+        now: Timestamp,
+        window: Window,
+        psn: Psn,
+    ) -> Option<TxPacket> {
+        let slot = *self.tx(window).slot(psn)?;
+        // A Resync's first transmission is reported as such, not as a
+        // retransmission (`retransmitted` is cleared when the slot turns into
+        // a Resync).
+        let retransmission = match slot.kind {
+            SentKind::Resync { .. } if !slot.retransmitted => {
+                self.stats.resyncs_sent += 1;
+                None
+            }
+            _ => Some(slot.reason),
+        };
+        self.tx_mut(window).on_retransmitted(now, psn);
+        let reason = match retransmission {
+            Some(Retransmission::Timeout) => {
+                self.stats.retransmits_timeout += 1;
+                Some(RetransmitReason::Timeout)
+            }
+            Some(Retransmission::Early) => {
+                self.stats.retransmits_early += 1;
+                self.config
+                    .rue_early_retransmit_events
+                    .then_some(RetransmitReason::Early)
+            }
+            None => None,
+        };
+        if let Some(reason) = reason {
+            // §10.6.2.1: a retransmit event with the packet's retransmit count.
+            if !self.rue.on_retransmit(now, slot.retransmit_count, reason) {
+                self.stats.rue_events_suppressed += 1;
+            }
+        }
+        self.arm_retransmit_timer(now.saturating_add(self.rue.state.rto()));
+        self.build(now, window, psn, retransmission)
+    }
+
+    /// The header of `psn`'s slot with the AR bit and the piggy-backed ACK.
+    fn build(
+        &mut self,
+        now: Timestamp,
+        window: Window,
+        psn: Psn,
+        retransmission: Option<Retransmission>,
+    ) -> Option<TxPacket> {
+        let slot = *self.tx(window).slot(psn)?;
+        let fcwnd = self.rue.state.fcwnd;
+        let ack_request = self.ar_policy.next(
+            fcwnd,
+            self.ar_threshold,
+            self.config.ack_request_percent,
+            &mut self.rng,
+        );
+        // §9.1.6: "advance the RBPSN and DBPSN to the latest value and
+        // piggyback them onto the outgoing packet".
+        let header = BaseHeader {
+            connection_id: self.params.peer_connection_id,
+            destination_function: self.params.destination_function,
+            protocol: self.params.protocol,
+            ack_request,
+            data_bpsn: self.rx_data.base(),
+            request_bpsn: self.rx_request.base(),
+            psn,
+            rsn: slot.rsn,
+        };
+        let payload_len = usize::from(slot.payload_len);
+        let (repr, handle) = match slot.kind {
+            SentKind::Transaction(PacketKind::PullRequest) => (
+                FalconRepr::PullRequest(PullRequestRepr {
+                    header,
+                    request_length: slot.request_length,
+                    payload_len,
+                }),
+                Some(slot.handle),
+            ),
+            SentKind::Transaction(PacketKind::PullData) => (
+                FalconRepr::PullData(PullDataRepr {
+                    header,
+                    payload_len,
+                }),
+                Some(slot.handle),
+            ),
+            SentKind::Transaction(PacketKind::PushData) => (
+                FalconRepr::PushData(PushDataRepr {
+                    header,
+                    request_length: slot.request_length,
+                }),
+                Some(slot.handle),
+            ),
+            // §9.1.8: the original PSN and RSN, the original packet type and
+            // the reason code.
+            SentKind::Resync { code, original } => (
+                FalconRepr::Resync(ResyncRepr {
+                    header,
+                    code,
+                    original_packet_type: original.packet_type(),
+                    vendor_defined: 0,
+                }),
+                None,
+            ),
+        };
+        // §9.1.6: stop the coalescing timer when the piggy-backed bases say
+        // everything (all three bitmaps zero, R-OWN and D-OWN clear).
+        if self.rx_request.is_quiet() && self.rx_data.is_quiet() {
+            self.coalescing.reset();
+        }
+        self.rack_on_transmit(now);
+        Some(TxPacket {
+            repr,
+            handle,
+            retransmission,
+        })
+    }
+}
