@@ -16,6 +16,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The main job on the embedded default: an initiator and a target in
+    /// one process over the in-process loopback with seeded loss,
+    /// reordering and duplication, PSP on, Swift congestion control; a mix
+    /// of push and pull transactions, every byte verified. Prints
+    /// transactions/s, Gbit/s, p50/p99 latency, retransmissions, drops by
+    /// reason and the congestion windows seen. Exits 1 if anything failed
+    /// verification.
+    Demo(DemoArgs),
     /// Offline PSP tools on pcap files, compatible with google/psp's
     /// `psp_encrypt` and `psp_decrypt` (same flags, same configuration files,
     /// byte-identical output).
@@ -28,6 +36,37 @@ pub enum Command {
     /// measured in the same run on the same core.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Transactions to complete.
+    #[arg(long, default_value_t = 50_000)]
+    pub transactions: u64,
+    /// Transactions the initiator keeps outstanding.
+    #[arg(long, default_value_t = 64)]
+    pub depth: usize,
+    /// Fraction of frames lost, each direction (0.01 = 1 %).
+    #[arg(long, default_value_t = 0.01)]
+    pub loss: f64,
+    /// Fraction of frames held back up to 20 µs so later ones overtake them.
+    #[arg(long, default_value_t = 0.02)]
+    pub reorder: f64,
+    /// Fraction of frames delivered twice.
+    #[arg(long, default_value_t = 0.001)]
+    pub duplicate: f64,
+    /// Fraction of transactions that are pushes (the rest are pulls).
+    #[arg(long, default_value_t = 0.5)]
+    pub push_fraction: f64,
+    /// Seed of the faults and the transaction mix.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Give up (and fail) after this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

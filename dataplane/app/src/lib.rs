@@ -19,6 +19,27 @@ use error::Result;
 /// Runs one command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Demo(args) => {
+            let report = cmd::demo::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::demo::print_text(&report);
+            }
+            if report.ok {
+                Ok(())
+            } else {
+                Err(error::AppError::Failed(format!(
+                    "demo: {} failures; first: {}",
+                    report.failures,
+                    report
+                        .failure_reasons
+                        .first()
+                        .map(String::as_str)
+                        .unwrap_or("incomplete run")
+                )))
+            }
+        }
         Command::Psp(PspCommand::Encrypt(args)) => cmd::psp_tool::encrypt(&args).map(drop),
         Command::Psp(PspCommand::Decrypt(args)) => cmd::psp_tool::decrypt(&args).map(drop),
         Command::Pcap(PcapCommand::Decode(args)) => cmd::pcap_decode::run(&args).map(drop),

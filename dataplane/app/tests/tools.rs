@@ -443,3 +443,54 @@ fn bench_psp_reports_the_contract_keys() {
     assert_eq!(v["size_bytes"], 64);
     assert!((v["ratio_bar"].as_f64().unwrap() - 0.7).abs() < 1e-9);
 }
+
+#[test]
+fn demo_verifies_every_transaction_and_reports_json() {
+    let o = falcon(&[
+        "demo",
+        "--transactions",
+        "300",
+        "--loss",
+        "0.02",
+        "--seed",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["transactions"], 300);
+    assert_eq!(v["failures"], 0);
+    for key in [
+        "transactions_per_sec",
+        "goodput_gbps",
+        "latency_p50_us",
+        "latency_p99_us",
+        "rtt_mean_us",
+    ] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+    assert!(
+        v["retransmissions"].as_u64().unwrap() > 0,
+        "2% loss must show retransmissions: {v}"
+    );
+}
+
+#[test]
+fn bench_core_reports_engine_figures_against_crypto() {
+    let o = falcon(&["bench", "core", "--seconds", "0.35", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "delivery_mpps",
+        "push64_mops",
+        "push64_psp_mops",
+        "loop4k_psp_gbps",
+        "crypto4k_gbps",
+        "crypto64_mops",
+        "loop4k_ratio",
+        "push64_ratio",
+    ] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+}

@@ -35,10 +35,17 @@ pub enum DropReason {
     /// exhausted) or was closed: OCP Falcon 0.9 §11, "connection not alive",
     /// drop without processing the piggy-backed ACK.
     ConnectionNotAlive,
+    /// A packet whose Destination Function is not the connection's (the
+    /// opaque 24-bit value is checked on receive, DESIGN.md §4).
+    DestinationFunctionMismatch,
     /// A packet whose PSN is inside the receiver's sliding window but was
     /// already received or acknowledged (OCP Falcon 0.9 §9.2.2.4, §11): an
     /// ACK is still generated.
     DuplicatePacket,
+    /// A request (Push Data, Pull Request) with a new PSN but an RSN the
+    /// target already holds: a peer protocol violation (transaction
+    /// sublayer, OCP Falcon 0.9 §8.5).
+    DuplicateRsn,
     /// A Push Data whose request length differs from its payload size.
     FalconLengthMismatch,
     /// The transaction sublayer had no receive resources for the packet; a
@@ -71,6 +78,9 @@ pub enum DropReason {
     /// receive processing). A packet failing the SPI, PCID or replay check
     /// gets no ACK and no NACK.
     Psp(RxDrop),
+    /// A request whose RSN lies before the target's base RSN or too far
+    /// ahead of it: a peer protocol violation (transaction sublayer).
+    RsnOutOfRange,
     /// An ACK whose RBPSN or DBPSN is older than the transmitter's (OCP
     /// Falcon 0.9 §9.2.3: "must discard the ACK packet").
     StaleAck,
@@ -81,10 +91,18 @@ pub enum DropReason {
     /// A packet whose PSN is below the receiver's BPSN: an old duplicate
     /// (OCP Falcon 0.9 §9.2.2.4); an ACK is still generated (§11).
     StalePacket,
+    /// A packet the engine could not seal (the SA's IV space is exhausted):
+    /// not sent; the delivery sublayer retransmits it after a rekey.
+    TxSealFailed,
     /// A packet whose destination connection id names no connection.
     UnknownConnection,
     /// A Falcon packet type reserved in rev 0.9.
     UnknownPacketType,
+    /// Pull Data whose RSN matches no outstanding Pull Request (OCP Falcon
+    /// 0.9 §8.4.3.2: "the pull data must be discarded"), e.g. one arriving
+    /// after its transaction timed out. It is acknowledged at the packet
+    /// level, so the target stops retransmitting it.
+    UnmatchedPullData,
     /// An EtherType other than IPv4 and IPv6.
     UnsupportedEtherType,
     /// The packet matched the xLR drop filter; an xLR-drop NACK (code 4) was
@@ -94,12 +112,14 @@ pub enum DropReason {
 
 impl DropReason {
     /// The reasons declared before `Psp`, in index order.
-    const HEAD: [DropReason; 16] = [
+    const HEAD: [DropReason; 18] = [
         DropReason::BadFalconVersion,
         DropReason::BadIpChecksum,
         DropReason::BadUdpChecksum,
         DropReason::ConnectionNotAlive,
+        DropReason::DestinationFunctionMismatch,
         DropReason::DuplicatePacket,
+        DropReason::DuplicateRsn,
         DropReason::FalconLengthMismatch,
         DropReason::InsufficientResources,
         DropReason::InvalidAck,
@@ -114,12 +134,15 @@ impl DropReason {
     ];
 
     /// The reasons declared after `Psp`, in index order.
-    const TAIL: [DropReason; 7] = [
+    const TAIL: [DropReason; 10] = [
+        DropReason::RsnOutOfRange,
         DropReason::StaleAck,
         DropReason::StaleNack,
         DropReason::StalePacket,
+        DropReason::TxSealFailed,
         DropReason::UnknownConnection,
         DropReason::UnknownPacketType,
+        DropReason::UnmatchedPullData,
         DropReason::UnsupportedEtherType,
         DropReason::XlrDrop,
     ];
@@ -158,7 +181,9 @@ impl DropReason {
             DropReason::BadIpChecksum => "bad_ip_checksum",
             DropReason::BadUdpChecksum => "bad_udp_checksum",
             DropReason::ConnectionNotAlive => "connection_not_alive",
+            DropReason::DestinationFunctionMismatch => "destination_function_mismatch",
             DropReason::DuplicatePacket => "duplicate_packet",
+            DropReason::DuplicateRsn => "duplicate_rsn",
             DropReason::FalconLengthMismatch => "falcon_length_mismatch",
             DropReason::InsufficientResources => "insufficient_resources",
             DropReason::InvalidAck => "invalid_ack",
@@ -170,11 +195,14 @@ impl DropReason {
             DropReason::NotFalconPort => "not_falcon_port",
             DropReason::NotUdp => "not_udp",
             DropReason::OutOfWindow => "out_of_window",
+            DropReason::RsnOutOfRange => "rsn_out_of_range",
             DropReason::StaleAck => "stale_ack",
             DropReason::StaleNack => "stale_nack",
             DropReason::StalePacket => "stale_packet",
+            DropReason::TxSealFailed => "tx_seal_failed",
             DropReason::UnknownConnection => "unknown_connection",
             DropReason::UnknownPacketType => "unknown_packet_type",
+            DropReason::UnmatchedPullData => "unmatched_pull_data",
             DropReason::UnsupportedEtherType => "unsupported_ethertype",
             DropReason::XlrDrop => "xlr_drop",
             DropReason::Psp(reason) => psp_name(reason),
@@ -189,26 +217,31 @@ impl DropReason {
             DropReason::BadIpChecksum => 1,
             DropReason::BadUdpChecksum => 2,
             DropReason::ConnectionNotAlive => 3,
-            DropReason::DuplicatePacket => 4,
-            DropReason::FalconLengthMismatch => 5,
-            DropReason::InsufficientResources => 6,
-            DropReason::InvalidAck => 7,
-            DropReason::IpFragment => 8,
-            DropReason::MalformedEthernet => 9,
-            DropReason::MalformedFalcon => 10,
-            DropReason::MalformedIp => 11,
-            DropReason::MalformedUdp => 12,
-            DropReason::NotFalconPort => 13,
-            DropReason::NotUdp => 14,
-            DropReason::OutOfWindow => 15,
-            DropReason::Psp(reason) => 16 + reason.index(),
-            DropReason::StaleAck => 16 + RxDrop::COUNT,
-            DropReason::StaleNack => 17 + RxDrop::COUNT,
-            DropReason::StalePacket => 18 + RxDrop::COUNT,
-            DropReason::UnknownConnection => 19 + RxDrop::COUNT,
-            DropReason::UnknownPacketType => 20 + RxDrop::COUNT,
-            DropReason::UnsupportedEtherType => 21 + RxDrop::COUNT,
-            DropReason::XlrDrop => 22 + RxDrop::COUNT,
+            DropReason::DestinationFunctionMismatch => 4,
+            DropReason::DuplicatePacket => 5,
+            DropReason::DuplicateRsn => 6,
+            DropReason::FalconLengthMismatch => 7,
+            DropReason::InsufficientResources => 8,
+            DropReason::InvalidAck => 9,
+            DropReason::IpFragment => 10,
+            DropReason::MalformedEthernet => 11,
+            DropReason::MalformedFalcon => 12,
+            DropReason::MalformedIp => 13,
+            DropReason::MalformedUdp => 14,
+            DropReason::NotFalconPort => 15,
+            DropReason::NotUdp => 16,
+            DropReason::OutOfWindow => 17,
+            DropReason::Psp(reason) => 18 + reason.index(),
+            DropReason::RsnOutOfRange => 18 + RxDrop::COUNT,
+            DropReason::StaleAck => 19 + RxDrop::COUNT,
+            DropReason::StaleNack => 20 + RxDrop::COUNT,
+            DropReason::StalePacket => 21 + RxDrop::COUNT,
+            DropReason::TxSealFailed => 22 + RxDrop::COUNT,
+            DropReason::UnknownConnection => 23 + RxDrop::COUNT,
+            DropReason::UnknownPacketType => 24 + RxDrop::COUNT,
+            DropReason::UnmatchedPullData => 25 + RxDrop::COUNT,
+            DropReason::UnsupportedEtherType => 26 + RxDrop::COUNT,
+            DropReason::XlrDrop => 27 + RxDrop::COUNT,
         }
     }
 
@@ -338,7 +371,7 @@ mod tests {
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
             assert!(names.insert(name), "duplicate name {name}");
         }
-        assert_eq!(DropReason::COUNT, 23 + RxDrop::COUNT);
+        assert_eq!(DropReason::COUNT, 28 + RxDrop::COUNT);
         assert_eq!(
             DropReason::Psp(RxDrop::AuthFailed).name(),
             "psp_auth_failed"

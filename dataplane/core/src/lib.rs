@@ -2,9 +2,11 @@
 //!
 //! Layer: everything between the port and the upper-layer protocols, sans-IO.
 //! Owns the wire formats (Falcon, Ethernet/IPv4/IPv6/UDP views), sequence
-//! number types, and (in later modules) the packet delivery and transaction
-//! sublayers and the per-core engine. It never reads a clock, an RNG, a socket
-//! or the environment: time and randomness are passed in.
+//! number types, the packet delivery and transaction sublayers, resources,
+//! the connection scheduler, the timing wheel, the per-core engine and the
+//! port abstraction (with an in-memory loopback). It never reads a clock, an
+//! RNG, a socket or the environment: time and randomness are passed in.
+//! Start at [`engine`]: its module doc runs two engines over the loopback.
 //!
 //! # Modules
 //!
@@ -18,6 +20,12 @@
 //! | [`time`] | [`Timestamp`](time::Timestamp) (ns, injected) and the Falcon time units |
 //! | [`random`] | [`Random`](random::Random) and the seeded [`SplitMix64`](random::SplitMix64) |
 //! | [`delivery`] | the packet delivery sublayer (OCP Falcon 0.9 §9): [`DeliveryConnection`](delivery::DeliveryConnection) |
+//! | [`port`] | the [`Port`](port::Port) trait, the in-process [`Loopback`](port::Loopback) pair and the [`FaultInjector`](port::FaultInjector) wrapper |
+//! | [`timer`] | the engine's [`TimingWheel`](timer::TimingWheel) (512 ns slots) |
+//! | [`engine`] | the per-core [`Engine`](engine::Engine): connections, timers, PSP boundary, inline RUE, ULP interface |
+//! | [`transaction`] | the transaction sublayer (OCP Falcon 0.9 §8): initiator and target state machines, ordering, the ULP interface |
+//! | [`resources`] | the four resource pools, their regions and credits, HoL zones, dynamic thresholds (§8.2) |
+//! | [`scheduler`] | the connection scheduler's round-robin ring (§8.3) |
 //!
 //! Nothing in this crate panics on packet input: a malformed packet is a
 //! [`ParseError`](error::ParseError), which the pipeline maps to a counted
@@ -30,9 +38,15 @@ mod macros;
 
 pub mod delivery;
 pub mod drop;
+pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod port;
 pub mod random;
+pub mod resources;
+pub mod scheduler;
 pub mod seq;
 pub mod time;
+pub mod timer;
+pub mod transaction;
 pub mod wire;

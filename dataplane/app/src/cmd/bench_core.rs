@@ -72,6 +72,10 @@ pub struct Report {
     pub seconds: f64,
     /// Measured time of the wire run, seconds.
     pub wire_seconds: f64,
+    /// Whole transactions through two engines, and the crypto-only bounds
+    /// (cmd/bench_loop.rs).
+    #[serde(flatten)]
+    pub engine: super::bench_loop::LoopReport,
 }
 
 /// What one run measured.
@@ -92,9 +96,11 @@ pub fn run(args: &BenchCoreArgs) -> Result<Report> {
     }
     let size = u16::try_from(args.size)
         .map_err(|_| AppError::Usage(format!("--size must be at most 65535, got {}", args.size)))?;
-    let half = Duration::from_secs_f64(args.seconds / 2.0);
-    let delivery = run_once(size, half, false)?;
-    let wire = run_once(size, half, true)?;
+    // Two delivery runs and five engine/crypto runs share the time.
+    let share = Duration::from_secs_f64(args.seconds / 7.0);
+    let delivery = run_once(size, share, false)?;
+    let wire = run_once(size, share, true)?;
+    let engine = super::bench_loop::run(share)?;
     let mpps = |r: &Run| r.packets as f64 / r.elapsed.as_secs_f64() / 1e6;
     let delivery_mpps = mpps(&delivery);
     Ok(Report {
@@ -109,6 +115,7 @@ pub fn run(args: &BenchCoreArgs) -> Result<Report> {
         retransmits: delivery.retransmits,
         seconds: delivery.elapsed.as_secs_f64(),
         wire_seconds: wire.elapsed.as_secs_f64(),
+        engine,
     })
 }
 
@@ -129,6 +136,7 @@ pub fn print_text(r: &Report) {
         "  {} packets, {} ACKs ({:.2} per packet), {} RUE events, {} retransmissions in {:.2} s",
         r.packets, r.acks, r.acks_per_packet, r.rue_events, r.retransmits, r.seconds
     );
+    super::bench_loop::print_text(&r.engine);
 }
 
 fn params(side: u32) -> ConnectionParams {

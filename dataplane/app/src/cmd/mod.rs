@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
 pub mod bench_core;
+pub mod bench_loop;
 pub mod bench_psp;
 pub mod bench_rue;
+pub mod demo;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod psp_tool;

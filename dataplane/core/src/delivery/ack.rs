@@ -92,12 +92,22 @@ impl AckCoalescing {
         self.deadline
     }
 
-    /// An ACK was sent, or everything useful was piggy-backed: stop the
-    /// timer and reset the count (§9.1.1 "reset when an ACK is sent").
+    /// An ACK was sent: stop the timer and reset the count (§9.1.1 "reset
+    /// when an ACK is sent").
     pub fn reset(&mut self) {
+        self.stop_timer();
+        self.immediate = false;
+    }
+
+    /// Everything useful was piggy-backed on an outgoing packet: stop the
+    /// timer and reset the count, but keep a pending AR-triggered ACK.
+    /// §9.1.6 lets the piggyback stop only "the ACK coalescing timer"; the
+    /// AR rule ("must send an ACK packet when the packet is acknowledged")
+    /// still holds, and that ACK carries the t1/t2 the peer's RUE needs
+    /// (isekai sends it at once, so a piggyback never cancels it).
+    pub fn stop_timer(&mut self) {
         self.credits = 0;
         self.deadline = None;
-        self.immediate = false;
     }
 
     /// t1 and t2 to echo.
@@ -214,6 +224,13 @@ mod tests {
         ack.request_immediate();
         assert_eq!(ack.deadline(t0), Some(t0));
         assert!(ack.is_due(t0, 10));
+        // A piggyback stops the timer, not the AR-triggered ACK.
+        ack.add(t0, CREDITS_PACKET, timeout);
+        ack.stop_timer();
+        assert_eq!(ack.timer(), None);
+        assert!(ack.is_due(t0, 10));
+        ack.reset();
+        assert!(!ack.is_due(t0 + timeout, 10));
     }
 
     #[test]

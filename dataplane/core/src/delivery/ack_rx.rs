@@ -129,8 +129,19 @@ impl DeliveryConnection {
         }
         let resync = match nack.code {
             // §9.2.4 "Resource Drop": tell the RUE (done above); the packet
-            // "will retransmit ... as normal" (RTO or early).
-            NackCode::InsufficientResources => return RxOutcome::Processed,
+            // "will retransmit ... as normal" (RTO or early). The NACK shows
+            // the path and the receiver alive, so it is not a loss: the
+            // Retransmit Counter restarts (our choice; §11 only says "notify
+            // congestion control"). Otherwise a shortage longer than Max
+            // Retransmit Attempts × RTO would resync the packet away and fail
+            // a transaction the receiver merely delayed; a receiver that stays
+            // out of resources is caught by the transaction timeout.
+            NackCode::InsufficientResources => {
+                if let Some(slot) = self.tx_mut(window).slot_mut(psn) {
+                    slot.retransmit_count = 0;
+                }
+                return RxOutcome::Processed;
+            }
             // §11: "Set retransmission timeout to max(RTO, RNR-NACK-timeout)".
             NackCode::ReceiverNotReady => {
                 let wait = self.rue.state.rto().max(nack.rnr_timeout.as_duration());
@@ -241,14 +252,18 @@ impl DeliveryConnection {
     }
 
     /// Data packets the receiver holds but has not acknowledged: their timer
-    /// becomes the ULP RTO (spec/falcon.md §5.7).
+    /// becomes the ULP RTO (spec/falcon.md §5.7). Not a Resync that replaced
+    /// a ULP-NACKed packet: the bit is the NACKed original's until the Resync
+    /// arrives, and the Resync itself waits for no ULP (RTO).
     fn mark_received(&mut self, mut bits: u128) {
         let base = self.tx_data.base();
         while bits != 0 {
             let offset = bits.trailing_zeros();
             bits &= bits - 1;
             if let Some(slot) = self.tx_data.slot_mut(base.wrapping_add(offset)) {
-                slot.received = true;
+                if let SentKind::Transaction(_) = slot.kind {
+                    slot.received = true;
+                }
             }
         }
     }

@@ -191,20 +191,26 @@ impl DeliveryConfig {
                 return err("own_pause.data_slack", "must be in 1..=tx_window");
             }
         }
+        // The RACK-TLP timers multiply and add these to RTT samples taken
+        // from packet input (up to 2^31 Falcon units ≈ 281 s): the bounds keep
+        // that `Duration` arithmetic from overflowing (a panic).
         if let Some(rack) = self.rack_tlp {
             if !(rack.reorder_window_rtt_factor.is_finite()
-                && rack.reorder_window_rtt_factor >= 0.0)
+                && (0.0..=1000.0).contains(&rack.reorder_window_rtt_factor))
             {
-                return err(
-                    "rack_tlp.reorder_window_rtt_factor",
-                    "must be a non-negative number",
-                );
+                return err("rack_tlp.reorder_window_rtt_factor", "must be in [0, 1000]");
             }
-            if !(rack.tlp_timeout_rtt_factor.is_finite() && rack.tlp_timeout_rtt_factor > 0.0) {
-                return err("rack_tlp.tlp_timeout_rtt_factor", "must be positive");
+            if !(rack.tlp_timeout_rtt_factor.is_finite()
+                && rack.tlp_timeout_rtt_factor > 0.0
+                && rack.tlp_timeout_rtt_factor <= 1000.0)
+            {
+                return err("rack_tlp.tlp_timeout_rtt_factor", "must be in (0, 1000]");
             }
-            if rack.min_tlp_timeout.is_zero() {
-                return err("rack_tlp.min_tlp_timeout", "must be positive");
+            if rack.min_reorder_window > Duration::from_secs(60) {
+                return err("rack_tlp.min_reorder_window", "must be at most 60 s");
+            }
+            if rack.min_tlp_timeout.is_zero() || rack.min_tlp_timeout > Duration::from_secs(60) {
+                return err("rack_tlp.min_tlp_timeout", "must be in (0, 60 s]");
             }
         }
         if self.rue_admission.validate().is_err() {
@@ -332,6 +338,28 @@ mod tests {
                 ..RackTlpConfig::default()
             })),
             Err("rack_tlp.min_tlp_timeout")
+        );
+        // Values that would overflow the RACK timers' `Duration` arithmetic.
+        assert_eq!(
+            bad(|c| c.rack_tlp = Some(RackTlpConfig {
+                min_reorder_window: Duration::MAX,
+                ..RackTlpConfig::default()
+            })),
+            Err("rack_tlp.min_reorder_window")
+        );
+        assert_eq!(
+            bad(|c| c.rack_tlp = Some(RackTlpConfig {
+                reorder_window_rtt_factor: 1e300,
+                ..RackTlpConfig::default()
+            })),
+            Err("rack_tlp.reorder_window_rtt_factor")
+        );
+        assert_eq!(
+            bad(|c| c.rack_tlp = Some(RackTlpConfig {
+                tlp_timeout_rtt_factor: 1e300,
+                ..RackTlpConfig::default()
+            })),
+            Err("rack_tlp.tlp_timeout_rtt_factor")
         );
         let error = DeliveryConfig {
             nack_queue: 0,

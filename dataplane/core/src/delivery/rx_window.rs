@@ -133,6 +133,10 @@ impl RxWindow {
             return WindowCheck::Stale;
         }
         let offset = self.base.distance(psn);
+        // OCP Falcon 0.9 text: the §9 overview accepts PSNs "less than or
+        // equal to BSN + Rx Window Size", §9.2.2.4 drops "greater or equal to
+        // (RBPSN + 64) / (DBPSN + 128)". We follow §9.2.2.4: the bitmaps hold
+        // exactly 64 / 128 PSNs from BPSN.
         if offset >= self.size {
             self.own = true;
             return WindowCheck::OutOfWindow;

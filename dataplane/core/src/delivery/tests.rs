@@ -319,6 +319,44 @@ fn nack_resource_drop_retransmits_as_normal() {
     assert!(matches!(s.events(A)[..], [Event::Acked { psn, .. }] if psn == data_start()));
 }
 
+/// A receiver short of resources for longer than Max Retransmit Attempts ×
+/// RTO: every resource NACK restarts the packet's Retransmit Counter, so
+/// the packet is not resynced away (it is not lost; the receiver answered).
+#[test]
+fn resource_nacks_do_not_exhaust_the_retransmit_counter() {
+    let config = DeliveryConfig {
+        max_retransmit_attempts: 2,
+        ..DeliveryConfig::default()
+    };
+    let mut s = Script::new(&config);
+    s.submit(A, PacketKind::PushData, 7);
+    let mut sent = s.transmit(A);
+    for _ in 0..6 {
+        let outcome = s.deliver(B, &sent[0].repr);
+        let RxOutcome::Deliver(arrival) = outcome else {
+            panic!("{outcome:?}");
+        };
+        s.conns[B].refuse(s.now, arrival, Refusal::InsufficientResources);
+        s.exchange_acks(B);
+        s.advance(Duration::from_micros(1_001));
+        sent = s.transmit(A);
+        assert_eq!(sent.len(), 1);
+        assert!(
+            matches!(sent[0].repr, FalconRepr::PushData(_)),
+            "still the Push Data, not a Resync"
+        );
+    }
+    assert!(!s
+        .events(A)
+        .iter()
+        .any(|e| matches!(e, Event::RetransmitExhausted { .. })));
+    s.deliver_admit(B, &sent[0].repr);
+    s.conns[B].handle_ulp_ack(s.now, data_start()).unwrap();
+    s.advance(Duration::from_micros(8));
+    s.exchange_acks(B);
+    assert!(matches!(s.events(A)[..], [Event::Acked { psn, .. }] if psn == data_start()));
+}
+
 /// NACK code 2: RNR event upward, retransmission after max(RTO, RNR
 /// timeout), and the retransmission is delivered to the ULP again.
 #[test]
@@ -584,6 +622,13 @@ fn resync_receive_every_code_both_windows() {
                 s.deliver(B, &lost[0].repr),
                 RxOutcome::Dropped(DropReason::StalePacket)
             );
+            s.advance(Duration::from_micros(8));
+            let again = s.acks(B);
+            assert!(
+                matches!(again[..], [FalconRepr::Back(back)] if back.data_bpsn == s.conns[B].rx_base(Window::Data)
+                    && back.request_bpsn == s.conns[B].rx_base(Window::Request)),
+                "the duplicates are ACKed (coalesced): {again:?}"
+            );
             for ack in &acks {
                 assert_eq!(s.deliver(A, ack), RxOutcome::Processed);
             }
@@ -794,8 +839,6 @@ fn rto_exhaustion_resyncs_then_fails_the_connection() {
         s.conns[A].submit(outgoing(PacketKind::PushData, 1, 8)),
         Err(SubmitError::ConnectionNotAlive)
     );
-    // The RUE saw one retransmit event with count 1 (the others were
-    // suppressed while it was outstanding).
     let event = s.conns[A].poll_rue_event(s.now, 0, 64);
     assert_eq!(event, None, "failed connections emit no events");
 }
@@ -1086,18 +1129,45 @@ fn ooo_distance_early_retransmission() {
 }
 
 /// §9.1.5: on ordered connections retransmissions go in RSN order across
-/// the windows, whatever the window round robin would pick.
+/// the windows, whatever the window round robin would pick (every phase of
+/// it: with a single phase, round robin alone could pass this test).
 #[test]
 fn ordered_retransmissions_follow_rsn_across_windows() {
-    let mut s = Script::new(&DeliveryConfig::default());
-    s.submit(A, PacketKind::PushData, 10);
-    s.submit(A, PacketKind::PullRequest, 11);
-    s.submit(A, PacketKind::PushData, 12);
-    let first: Vec<u32> = s.transmit(A).iter().map(|p| rsn_of(&p.repr)).collect();
-    assert_eq!(first, vec![10, 11, 12], "first transmissions in RSN order");
-    s.advance(Duration::from_micros(1_001));
-    let again: Vec<u32> = s.transmit(A).iter().map(|p| rsn_of(&p.repr)).collect();
-    assert_eq!(again, vec![10, 11, 12], "retransmissions in RSN order");
+    for warmup in 0..4 {
+        let mut s = Script::new(&DeliveryConfig::default());
+        warm_round_robin(&mut s, warmup);
+        s.submit(A, PacketKind::PushData, 10);
+        s.submit(A, PacketKind::PushData, 11);
+        s.submit(A, PacketKind::PullRequest, 12);
+        s.submit(A, PacketKind::PushData, 13);
+        let first: Vec<u32> = s.transmit(A).iter().map(|p| rsn_of(&p.repr)).collect();
+        assert_eq!(
+            first,
+            vec![10, 11, 12, 13],
+            "first transmissions in RSN order"
+        );
+        s.advance(Duration::from_micros(1_001));
+        let again: Vec<u32> = s.transmit(A).iter().map(|p| rsn_of(&p.repr)).collect();
+        assert_eq!(
+            again,
+            vec![10, 11, 12, 13],
+            "warmup {warmup}: retransmissions in RSN order"
+        );
+    }
+}
+
+/// Sends and acknowledges `n` Pull Data from A, moving its window round
+/// robin to another phase.
+fn warm_round_robin(s: &mut Script, n: u32) {
+    for rsn in 0..n {
+        s.submit(A, PacketKind::PullData, 500 + rsn);
+    }
+    for packet in s.transmit(A) {
+        s.deliver_admit(B, &packet.repr);
+    }
+    s.advance(Duration::from_micros(8));
+    s.exchange_acks(B);
+    s.events(A);
 }
 
 fn rsn_of(repr: &FalconRepr) -> u32 {
@@ -1383,5 +1453,137 @@ fn received_not_ulp_acked_waits_for_the_ulp_rto() {
     assert!(
         later.iter().any(|p| psn_of(&p.repr) == data_start().next()),
         "ULP RTO expired"
+    );
+}
+
+/// §9.1.6: "When receiving a packet with the AR bit set, the transmitter
+/// must send an ACK packet when the packet is acknowledged". Piggybacking
+/// the bases on an outgoing packet only stops the coalescing *timer*; the
+/// AR-triggered ACK (which carries the t1/t2 the sender's RUE needs) must
+/// still go out, on a connection with traffic in both directions too.
+#[test]
+fn ar_ack_survives_piggybacking() {
+    let mut s = Script::new(&DeliveryConfig::default());
+    s.submit(A, PacketKind::PullRequest, 0);
+    let mut request = s.transmit(A)[0].repr;
+    if let FalconRepr::PullRequest(r) = &mut request {
+        r.header.ack_request = true;
+    }
+    s.deliver_admit(B, &request);
+    // B has data of its own: the drive loop polls transmit before ACKs.
+    s.submit(B, PacketKind::PushData, 9);
+    let out = s.transmit(B);
+    assert_eq!(out.len(), 1);
+    let acks = s.acks(B);
+    assert_eq!(
+        acks.iter().map(FalconRepr::packet_type).collect::<Vec<_>>(),
+        vec![PacketType::Back],
+        "the AR packet's ACK is still sent"
+    );
+    // Same for a Push Data with AR, acknowledged by the ULP.
+    s.submit(A, PacketKind::PushData, 1);
+    let mut push = s.transmit(A)[0].repr;
+    if let FalconRepr::PushData(p) = &mut push {
+        p.header.ack_request = true;
+    }
+    let psn = s.deliver_admit(B, &push);
+    s.conns[B].handle_ulp_ack(s.now, psn).unwrap();
+    s.submit(B, PacketKind::PushData, 10);
+    assert_eq!(s.transmit(B).len(), 1);
+    assert_eq!(s.acks(B).len(), 1, "immediate after the ULP ACK");
+    // Without AR, the piggyback still stops the timer: nothing later.
+    s.submit(A, PacketKind::PullRequest, 2);
+    let mut plain = s.transmit(A)[0].repr;
+    if let FalconRepr::PullRequest(r) = &mut plain {
+        r.header.ack_request = false;
+    }
+    s.deliver_admit(B, &plain);
+    s.submit(B, PacketKind::PushData, 11);
+    assert_eq!(s.transmit(B).len(), 1);
+    s.advance(Duration::from_micros(20));
+    assert!(s.acks(B).is_empty(), "timer stopped by the piggyback");
+}
+
+/// §9.1.5: "On an ordered connection, the transmitter must retransmit the
+/// packet in RSN order across both request and data sliding windows" — also
+/// when the data window's lowest marked packet is a Pull Data (the peer's
+/// RSN space, unordered against ours) with our Push Data behind it.
+#[test]
+fn ordered_retransmissions_skip_pull_data_when_ordering_requests() {
+    for warmup in 0..4 {
+        let mut s = Script::new(&DeliveryConfig::default());
+        warm_round_robin(&mut s, warmup);
+        // A is a target (Pull Data for the peer's RSN 700) and an
+        // initiator (Push Data 10, Pull Request 11), all lost.
+        s.submit(A, PacketKind::PullData, 700);
+        assert_eq!(s.transmit(A).len(), 1);
+        s.submit(A, PacketKind::PushData, 10);
+        s.submit(A, PacketKind::PullRequest, 11);
+        assert_eq!(s.transmit(A).len(), 2);
+        s.advance(Duration::from_micros(1_001));
+        let again: Vec<(PacketType, u32)> = s
+            .transmit(A)
+            .iter()
+            .map(|p| (p.repr.packet_type(), rsn_of(&p.repr)))
+            .collect();
+        assert_eq!(again.len(), 3, "warmup {warmup}: {again:?}");
+        let push = again.iter().position(|&(_, rsn)| rsn == 10).unwrap();
+        let pull = again.iter().position(|&(_, rsn)| rsn == 11).unwrap();
+        assert!(push < pull, "warmup {warmup}: {again:?}");
+    }
+}
+
+/// A Resync replacing a ULP-NACKed Push Data is not "received, awaiting the
+/// ULP" even while the receiver's data-rx-bitmap still shows the NACKed
+/// packet: a lost Resync is retransmitted after the RTO, not the ULP RTO
+/// (spec/falcon.md §5.7).
+#[test]
+fn lost_resync_times_out_on_the_rto_not_the_ulp_rto() {
+    let mut s = Script::new(&DeliveryConfig::default());
+    for rsn in 0..3 {
+        s.submit(A, PacketKind::PushData, rsn);
+    }
+    let sent = s.transmit(A);
+    // 1 is lost; 0 and 2 arrive: a hole in the rx bitmap, so an EACK.
+    s.deliver_admit(B, &sent[0].repr);
+    s.deliver_admit(B, &sent[2].repr);
+    s.conns[B]
+        .handle_ulp_nack(
+            s.now,
+            data_start(),
+            UlpNack::CompletionInError { ulp_nack_code: 3 },
+        )
+        .unwrap();
+    let nack = s.acks(B);
+    assert_eq!(s.deliver(A, &nack[0]), RxOutcome::Processed);
+    let resync = s.transmit(A);
+    assert!(matches!(
+        resync[..],
+        [TxPacket {
+            repr: FalconRepr::Resync(_),
+            ..
+        }]
+    ));
+    // The Resync is lost; B's EACK still shows PSN 0 received.
+    s.advance(Duration::from_micros(8));
+    let acks = s.acks(B);
+    let [FalconRepr::Eack(eack)] = &acks[..] else {
+        panic!("{acks:?}")
+    };
+    assert_eq!(eack.data_rx_bitmap, 0b101);
+    assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
+    s.advance(Duration::from_micros(1_000));
+    let resent: Vec<(PacketType, Psn)> = s
+        .transmit(A)
+        .iter()
+        .map(|p| (p.repr.packet_type(), psn_of(&p.repr)))
+        .collect();
+    assert_eq!(
+        resent,
+        vec![
+            (PacketType::Resync, data_start()),
+            (PacketType::PushData, data_start().next()),
+        ],
+        "the Resync and the lost Push Data on the RTO; Push Data 2 waits for the ULP RTO"
     );
 }

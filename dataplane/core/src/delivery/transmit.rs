@@ -87,16 +87,26 @@ impl DeliveryConnection {
             (None, None) => None,
             (Some(one), None) | (None, Some(one)) => open(one).then(|| pick(one)),
             (Some(request), Some(data)) => {
-                if self.params.ordering == OrderingMode::Ordered
-                    && request.2.is_request()
-                    && data.2.is_request()
-                {
-                    let first = if data.2.rsn.before(request.2.rsn) {
-                        data
-                    } else {
-                        request
-                    };
-                    return open(first).then(|| pick(first));
+                if self.params.ordering == OrderingMode::Ordered {
+                    if data.2.is_request() {
+                        let first = if data.2.rsn.before(request.2.rsn) {
+                            data
+                        } else {
+                            request
+                        };
+                        return open(first).then(|| pick(first));
+                    }
+                    // The data head is Pull Data, free of our RSN order; the
+                    // Pull Request still waits behind a marked Push Data of
+                    // lower RSN further up the data window.
+                    let behind_push = self
+                        .tx_data
+                        .first_marked_request()
+                        .and_then(|psn| self.tx_data.slot(psn))
+                        .is_some_and(|push| push.rsn.before(request.2.rsn));
+                    if behind_push {
+                        return open(data).then(|| pick(data));
+                    }
                 }
                 let order = if self.round_robin & 1 == 0 {
                     [request, data]
@@ -289,9 +299,10 @@ impl DeliveryConnection {
             ),
         };
         // §9.1.6: stop the coalescing timer when the piggy-backed bases say
-        // everything (all three bitmaps zero, R-OWN and D-OWN clear).
+        // everything (all three bitmaps zero, R-OWN and D-OWN clear). An
+        // AR-triggered ACK stays due.
         if self.rx_request.is_quiet() && self.rx_data.is_quiet() {
-            self.coalescing.reset();
+            self.coalescing.stop_timer();
         }
         self.rack_on_transmit(now);
         Some(TxPacket {

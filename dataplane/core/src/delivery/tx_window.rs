@@ -323,6 +323,25 @@ impl TxWindow {
             .map(|offset| self.base.wrapping_add(offset))
     }
 
+    /// The lowest PSN awaiting retransmission whose packet counts against
+    /// ncwnd (Pull Request, Push Data, or a Resync standing in for one): the
+    /// packet RSN order applies to on ordered connections (§9.1.5). Skips
+    /// marked Pull Data, which carries the peer's RSNs.
+    pub fn first_marked_request(&self) -> Option<Psn> {
+        let len = self.in_flight();
+        let mut offset = 0;
+        while self.retransmit_pending > 0 && offset < len {
+            let start = self.base.wrapping_add(offset);
+            let skip = self.retransmit.first_set(start, len - offset)?;
+            let psn = start.wrapping_add(skip);
+            if self.slots[(psn.value() & self.mask) as usize].is_request() {
+                return Some(psn);
+            }
+            offset += skip + 1;
+        }
+        None
+    }
+
     /// Records the retransmission of a marked `psn` at `now`: unmarks it,
     /// restarts its timer and counts a request in ORRC (§9.1.2).
     pub fn on_retransmitted(&mut self, now: Timestamp, psn: Psn) {
@@ -554,6 +573,8 @@ mod tests {
                     Op::Resend => {
                         let expected = model.outstanding.iter().find(|(_, e)| e.2).map(|(&p, _)| p);
                         prop_assert_eq!(window.first_marked(), expected.map(psn));
+                        let request = model.outstanding.iter().find(|(_, e)| e.2 && e.0).map(|(&p, _)| p);
+                        prop_assert_eq!(window.first_marked_request(), request.map(psn));
                         if let Some(p) = expected {
                             window.on_retransmitted(t, psn(p));
                             let entry = model.outstanding.get_mut(&p).unwrap();

@@ -1,0 +1,557 @@
+//! `falcon demo`: the main job on the embedded default (DESIGN §1).
+//!
+//! An initiator engine and a target engine run on one core, in one process,
+//! over the in-process loopback with seeded faults (loss, reordering,
+//! duplication), PSP on, Swift congestion control in the inline RUE. The
+//! initiator keeps `--depth` transactions outstanding, a mix of pushes and
+//! pulls of random sizes; the target checks every pushed byte and serves
+//! every pull with bytes the initiator checks in turn. Time is the real
+//! clock (so timers, RTTs and latencies are this machine's), the faults are
+//! seeded. The run fails (exit 1) if any transaction is lost, duplicated,
+//! completes in error, or carries a wrong byte.
+//!
+//! Each transaction's ULP header is its 8-byte tag; the bytes after it are a
+//! function of the tag, so either side can verify without shared state.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
+use falcon_core::port::{FaultInjector, Faults, Loopback, LoopbackConfig, PacketBuf, Port};
+use falcon_core::random::{Random, SplitMix64};
+use falcon_core::time::Timestamp;
+use falcon_core::transaction::{CompletionStatus, Transaction, TransactionKind, UlpEvent};
+use falcon_core::wire::EthernetAddress;
+use hdrhistogram::Histogram;
+use psp::{MasterKey, MasterKeys};
+use serde::Serialize;
+
+use crate::cli::DemoArgs;
+use crate::error::{AppError, Result};
+
+/// Frames per `rx_burst`, as the DPDK loop.
+const BURST: usize = 32;
+/// The ULP header: the transaction's tag.
+const TAG_LEN: usize = 8;
+/// Transaction sizes the mix draws from (bytes of ULP header + data).
+const SIZES: [usize; 5] = [64, 256, 1024, 2048, 4096];
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub ok: bool,
+    pub transactions: u64,
+    pub pushes: u64,
+    pub pulls: u64,
+    pub verified_bytes: u64,
+    pub failures: u64,
+    pub elapsed_s: f64,
+    pub transactions_per_sec: f64,
+    pub goodput_gbps: f64,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub latency_max_us: f64,
+    pub loss: f64,
+    pub reorder: f64,
+    pub duplicate: f64,
+    pub frames: u64,
+    pub retransmissions: u64,
+    pub retransmissions_timeout: u64,
+    pub retransmissions_early: u64,
+    pub resyncs: u64,
+    pub drops: HashMap<String, u64>,
+    pub rue_events: u64,
+    pub rue_results: u64,
+    pub fcwnd_min: f64,
+    pub fcwnd_max: f64,
+    pub ncwnd_min: u16,
+    pub ncwnd_max: u16,
+    pub rtt_samples: u64,
+    pub rtt_min_us: f64,
+    pub rtt_mean_us: f64,
+    pub rtt_max_us: f64,
+    /// What failed, when `ok` is false (at most 20 lines).
+    pub failure_reasons: Vec<String>,
+}
+
+/// Bytes of a transaction with `tag`: the tag, then a tag-seeded pattern.
+fn fill(tag: u64, len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&tag.to_be_bytes()[..TAG_LEN.min(len)]);
+    let mut rng = SplitMix64::new(tag ^ 0x5eed);
+    while out.len() < len {
+        out.extend_from_slice(&rng.next_u64().to_le_bytes()[..(len - out.len()).min(8)]);
+    }
+}
+
+/// Checks `data` is what `fill(tag, len)` makes; returns the tag it names.
+fn verify(data: &[u8], scratch: &mut Vec<u8>) -> Option<u64> {
+    let tag = u64::from_be_bytes(data.get(..TAG_LEN)?.try_into().ok()?);
+    fill(tag, data.len(), scratch);
+    (scratch.as_slice() == data).then_some(tag)
+}
+
+struct Outstanding {
+    kind: TransactionKind,
+    len: usize,
+    submitted: Instant,
+}
+
+pub fn run(args: &DemoArgs) -> Result<Report> {
+    let keys = |seed: u8| MasterKeys {
+        k0: MasterKey::new([seed; 32]),
+        k1: MasterKey::new([seed ^ 0xff; 32]),
+    };
+    let start = Instant::now();
+    // The engines' clock: nanoseconds since the run started, from 1 s so the
+    // PSP IVs (ps) and the replay windows start well above zero.
+    let clock = |at: Instant| {
+        Timestamp::from_nanos(1_000_000_000 + at.duration_since(start).as_nanos() as u64)
+    };
+    let mut now = clock(Instant::now());
+
+    let config = |ip: &str, mac: u8, key_seed: u8, seed: u64| -> Result<EngineConfig> {
+        Ok(EngineConfig {
+            local_ip: ip
+                .parse()
+                .map_err(|e| AppError::Failed(format!("address {ip}: {e}")))?,
+            local_mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
+            psp: Some(PspConfig::new(keys(key_seed))),
+            seed,
+            ..EngineConfig::default()
+        })
+    };
+    let engine_error = |e: &dyn std::fmt::Display| AppError::Failed(format!("engine setup: {e}"));
+    let mut initiator =
+        Engine::new(config("10.0.0.1", 1, 0x11, args.seed)?, now).map_err(|e| engine_error(&e))?;
+    let mut target = Engine::new(config("10.0.0.2", 2, 0x22, args.seed ^ 1)?, now)
+        .map_err(|e| engine_error(&e))?;
+    let (conn_i, conn_t) = connect(now, &mut initiator, &mut target, &PairSpec::default())
+        .map_err(|e| engine_error(&e))?;
+
+    let faults = Faults {
+        loss_ppm: ppm(args.loss),
+        duplicate_ppm: ppm(args.duplicate),
+        reorder_ppm: ppm(args.reorder),
+        reorder_delay: Duration::from_micros(20),
+        corrupt_ppm: 0,
+    };
+    let (pa, pb) = Loopback::pair(LoopbackConfig::default());
+    let mut port_i = FaultInjector::new(pa, faults, args.seed.wrapping_add(2));
+    let mut port_t = FaultInjector::new(pb, faults, args.seed.wrapping_add(3));
+
+    let max_len = initiator.max_payload().min(*SIZES.last().unwrap_or(&4096));
+    let mut rng = SplitMix64::new(args.seed);
+    let mut outstanding: HashMap<u64, Outstanding> = HashMap::new();
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| AppError::Failed(format!("histogram: {e}")))?;
+    let mut report = Report::new(args);
+    let mut failures: Vec<String> = Vec::new();
+    let mut scratch = Vec::new();
+    // Push tags the target ULP has taken: each exactly once.
+    let mut pushed: HashSet<u64> = HashSet::new();
+    let (mut rx, mut tx_i, mut tx_t) = (Vec::new(), Vec::new(), Vec::new());
+    let mut next_tag: u64 = 1;
+    let mut completed: u64 = 0;
+    let mut xoff = false;
+    let deadline = start + Duration::from_secs_f64(args.timeout);
+    let mut last_progress = Instant::now();
+
+    while completed < args.transactions {
+        let wall = Instant::now();
+        now = clock(wall);
+        if wall > deadline {
+            failures.push(format!(
+                "timed out after {:.1} s with {} of {} transactions complete",
+                args.timeout, completed, args.transactions
+            ));
+            break;
+        }
+
+        // Initiator ULP: keep `depth` transactions outstanding.
+        while !xoff && next_tag <= args.transactions && outstanding.len() < args.depth {
+            let len = SIZES[(rng.next_u64() % SIZES.len() as u64) as usize].clamp(TAG_LEN, max_len);
+            let push = (rng.next_u64() % 1000) < (args.push_fraction * 1000.0) as u64;
+            let tag = next_tag;
+            let transaction = if push {
+                let mut payload = Vec::with_capacity(len);
+                fill(tag, len, &mut payload);
+                Transaction::push(tag, payload)
+            } else {
+                Transaction::pull(tag, len as u16, tag.to_be_bytes().to_vec())
+            };
+            match initiator.submit(now, conn_i, transaction) {
+                Ok(_) => {
+                    let kind = if push {
+                        TransactionKind::Push
+                    } else {
+                        TransactionKind::Pull
+                    };
+                    outstanding.insert(
+                        tag,
+                        Outstanding {
+                            kind,
+                            len,
+                            submitted: wall,
+                        },
+                    );
+                    next_tag += 1;
+                }
+                // Resources or credits exhausted: retry on a later turn.
+                Err(rejected) => {
+                    initiator.recycle(rejected.payload);
+                    break;
+                }
+            }
+        }
+
+        for side in [Side::Initiator, Side::Target] {
+            let (engine, port, tx, conn) = match side {
+                Side::Initiator => (&mut initiator, &mut port_i, &mut tx_i, conn_i),
+                Side::Target => (&mut target, &mut port_t, &mut tx_t, conn_t),
+            };
+            port.rx_burst(now, &mut rx, BURST);
+            for mut frame in rx.drain(..) {
+                engine.handle_packet(now, frame.data_mut());
+                port.free(frame);
+            }
+            if engine.poll_timeout().is_some_and(|t| t <= now) {
+                engine.handle_timeout(now);
+            }
+            while let Some(event) = engine.poll_event() {
+                match event {
+                    UlpEvent::Request(r) => {
+                        serve(
+                            engine,
+                            now,
+                            conn,
+                            r,
+                            &mut scratch,
+                            &mut pushed,
+                            &mut report,
+                            &mut failures,
+                        )?;
+                    }
+                    UlpEvent::Completion(c) => {
+                        let Some(o) = outstanding.remove(&c.tag) else {
+                            failures.push(format!(
+                                "transaction {} completed twice or was never submitted",
+                                c.tag
+                            ));
+                            continue;
+                        };
+                        completed += 1;
+                        latency
+                            .saturating_record(wall.duration_since(o.submitted).as_nanos() as u64);
+                        if c.status != CompletionStatus::Ack {
+                            failures.push(format!(
+                                "transaction {} ({:?}) completed with {:?}",
+                                c.tag, o.kind, c.status
+                            ));
+                        } else if o.kind == TransactionKind::Pull {
+                            report.pulls += 1;
+                            if c.data.len() != o.len || verify(&c.data, &mut scratch) != Some(c.tag)
+                            {
+                                failures.push(format!(
+                                    "pull {}: data differs from what the target served",
+                                    c.tag
+                                ));
+                            } else {
+                                report.verified_bytes += c.data.len() as u64;
+                            }
+                        } else {
+                            report.pushes += 1;
+                        }
+                        engine.recycle(c.data);
+                        engine.recycle(c.request);
+                    }
+                    UlpEvent::Xoff { .. } => xoff = true,
+                    UlpEvent::Xon { .. } => xoff = false,
+                    UlpEvent::ConnectionError { fault, .. } => {
+                        failures.push(format!("connection error: {fault:?}"));
+                    }
+                }
+            }
+            while let Some(mut buf) = port.alloc() {
+                let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else {
+                    port.free(buf);
+                    break;
+                };
+                buf.set_len(len);
+                tx.push(buf);
+            }
+            port.tx_burst(now, tx);
+        }
+
+        if !failures.is_empty() && failures.len() >= 20 {
+            break;
+        }
+        if !args.json && last_progress.elapsed() >= Duration::from_secs(1) {
+            last_progress = Instant::now();
+            eprintln!(
+                "  {:>6.1} s  {completed:>9} of {} transactions  {} retransmissions",
+                start.elapsed().as_secs_f64(),
+                args.transactions,
+                initiator.stats().retransmissions + target.stats().retransmissions
+            );
+        }
+    }
+
+    let elapsed = start.elapsed();
+    report.transactions = completed;
+    report.finish(&initiator, &target, &latency, elapsed);
+    report.failures = failures.len() as u64;
+    report.ok = failures.is_empty() && completed == args.transactions;
+    failures.truncate(20);
+    report.failure_reasons = failures;
+    Ok(report)
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Initiator,
+    Target,
+}
+
+/// Target ULP: verify a push (bytes, and that it arrives once) and
+/// acknowledge it; serve a pull.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    engine: &mut Engine,
+    now: Timestamp,
+    conn: ConnectionHandle,
+    request: falcon_core::transaction::Request,
+    scratch: &mut Vec<u8>,
+    pushed: &mut HashSet<u64>,
+    report: &mut Report,
+    failures: &mut Vec<String>,
+) -> Result<()> {
+    match request.kind {
+        TransactionKind::Push => {
+            match verify(&request.payload, scratch) {
+                Some(tag) if pushed.insert(tag) => {
+                    report.verified_bytes += request.payload.len() as u64
+                }
+                Some(tag) => failures.push(format!(
+                    "push {tag} (RSN {}) delivered to the target twice",
+                    request.rsn
+                )),
+                None => failures.push(format!(
+                    "push RSN {}: payload differs from what was sent",
+                    request.rsn
+                )),
+            }
+            engine
+                .ulp_ack(now, conn, request.rsn)
+                .map_err(|e| AppError::Failed(format!("ULP ACK of RSN {}: {e:?}", request.rsn)))?;
+            engine.recycle(request.payload);
+        }
+        TransactionKind::Pull => {
+            let Some(tag) = request
+                .payload
+                .get(..TAG_LEN)
+                .and_then(|h| h.try_into().ok())
+                .map(u64::from_be_bytes)
+            else {
+                failures.push(format!(
+                    "pull RSN {}: no tag in the ULP header",
+                    request.rsn
+                ));
+                return Ok(());
+            };
+            let mut data = Vec::with_capacity(usize::from(request.request_length));
+            fill(tag, usize::from(request.request_length), &mut data);
+            if let Err(rejected) = engine.submit_pull_data(now, conn, request.rsn, data) {
+                failures.push(format!(
+                    "pull RSN {}: pull data refused: {:?}",
+                    request.rsn, rejected.reason
+                ));
+            }
+            engine.recycle(request.payload);
+        }
+    }
+    Ok(())
+}
+
+fn ppm(fraction: f64) -> u32 {
+    (fraction.clamp(0.0, 1.0) * 1e6).round() as u32
+}
+
+impl Report {
+    fn new(args: &DemoArgs) -> Self {
+        Report {
+            ok: false,
+            transactions: 0,
+            pushes: 0,
+            pulls: 0,
+            verified_bytes: 0,
+            failures: 0,
+            elapsed_s: 0.0,
+            transactions_per_sec: 0.0,
+            goodput_gbps: 0.0,
+            latency_p50_us: 0.0,
+            latency_p99_us: 0.0,
+            latency_max_us: 0.0,
+            loss: args.loss,
+            reorder: args.reorder,
+            duplicate: args.duplicate,
+            frames: 0,
+            retransmissions: 0,
+            retransmissions_timeout: 0,
+            retransmissions_early: 0,
+            resyncs: 0,
+            drops: HashMap::new(),
+            rue_events: 0,
+            rue_results: 0,
+            fcwnd_min: 0.0,
+            fcwnd_max: 0.0,
+            ncwnd_min: 0,
+            ncwnd_max: 0,
+            rtt_samples: 0,
+            rtt_min_us: 0.0,
+            rtt_mean_us: 0.0,
+            rtt_max_us: 0.0,
+            failure_reasons: Vec::new(),
+        }
+    }
+
+    fn finish(
+        &mut self,
+        initiator: &Engine,
+        target: &Engine,
+        latency: &Histogram<u64>,
+        elapsed: Duration,
+    ) {
+        let (a, b) = (initiator.stats(), target.stats());
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        self.elapsed_s = secs;
+        self.transactions_per_sec = self.transactions as f64 / secs;
+        self.goodput_gbps = self.verified_bytes as f64 * 8.0 / secs / 1e9;
+        self.latency_p50_us = latency.value_at_quantile(0.50) as f64 / 1e3;
+        self.latency_p99_us = latency.value_at_quantile(0.99) as f64 / 1e3;
+        self.latency_max_us = latency.max() as f64 / 1e3;
+        self.frames = a.tx_frames + b.tx_frames;
+        self.retransmissions = a.retransmissions + b.retransmissions;
+        self.retransmissions_timeout = a.retransmissions_timeout + b.retransmissions_timeout;
+        self.retransmissions_early = a.retransmissions_early + b.retransmissions_early;
+        self.resyncs = a.resyncs + b.resyncs;
+        let mut drops = a.drops.clone();
+        drops.merge(&b.drops);
+        self.drops = drops
+            .iter()
+            .map(|(name, n)| (name.to_string(), n))
+            .collect();
+        self.rue_events = a.rue_events + b.rue_events;
+        self.rue_results = a.rue_results + b.rue_results;
+        // The initiator's windows: it sends the data (pushes, pull requests).
+        self.fcwnd_min = a.fcwnd_min;
+        self.fcwnd_max = a.fcwnd_max;
+        self.ncwnd_min = a.ncwnd_min;
+        self.ncwnd_max = a.ncwnd_max;
+        self.rtt_samples = a.rtt_samples + b.rtt_samples;
+        let rtts = [&a, &b].into_iter().filter(|s| s.rtt_samples > 0);
+        self.rtt_min_us = rtts
+            .clone()
+            .map(|s| s.rtt_min.as_secs_f64() * 1e6)
+            .fold(f64::INFINITY, f64::min);
+        if !self.rtt_min_us.is_finite() {
+            self.rtt_min_us = 0.0;
+        }
+        self.rtt_max_us = rtts
+            .map(|s| s.rtt_max.as_secs_f64() * 1e6)
+            .fold(0.0, f64::max);
+        let sum = a.rtt_sum + b.rtt_sum;
+        self.rtt_mean_us = if self.rtt_samples > 0 {
+            sum.as_secs_f64() * 1e6 / self.rtt_samples as f64
+        } else {
+            0.0
+        };
+    }
+}
+
+pub fn print_text(r: &Report) {
+    println!("falcon demo: initiator and target over the in-process loopback, PSP on (AES-GCM-128), Swift");
+    println!(
+        "  transactions  {} ({} push, {} pull), {} bytes verified, {}",
+        r.transactions,
+        r.pushes,
+        r.pulls,
+        r.verified_bytes,
+        if r.ok { "all verified" } else { "FAILED" }
+    );
+    println!(
+        "  rate          {:.0} transactions/s, {:.2} Gbit/s goodput in {:.2} s on one core",
+        r.transactions_per_sec, r.goodput_gbps, r.elapsed_s
+    );
+    println!(
+        "  latency       p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        r.latency_p50_us, r.latency_p99_us, r.latency_max_us
+    );
+    println!(
+        "  faults        {:.1}% loss, {:.1}% reordering, {:.1}% duplication: {} retransmissions ({} timeout, {} early), {} resyncs, of {} frames",
+        r.loss * 100.0,
+        r.reorder * 100.0,
+        r.duplicate * 100.0,
+        r.retransmissions,
+        r.retransmissions_timeout,
+        r.retransmissions_early,
+        r.resyncs,
+        r.frames
+    );
+    let mut drops: Vec<_> = r.drops.iter().collect();
+    drops.sort();
+    let drops: Vec<String> = drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    println!(
+        "  drops         {}",
+        if drops.is_empty() {
+            "none".to_string()
+        } else {
+            drops.join(", ")
+        }
+    );
+    println!(
+        "  congestion    fcwnd {:.2}..{:.2}, ncwnd {}..{}, {} RUE events, {} RTT samples (min {:.1} µs, mean {:.1} µs, max {:.1} µs)",
+        r.fcwnd_min, r.fcwnd_max, r.ncwnd_min, r.ncwnd_max, r.rue_events, r.rtt_samples, r.rtt_min_us, r.rtt_mean_us, r.rtt_max_us
+    );
+    for reason in &r.failure_reasons {
+        println!("  FAILURE       {reason}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_and_verify_agree_and_catch_a_flipped_byte() {
+        let (mut a, mut scratch) = (Vec::new(), Vec::new());
+        for len in [8, 9, 64, 4096] {
+            fill(42, len, &mut a);
+            assert_eq!(a.len(), len);
+            assert_eq!(verify(&a, &mut scratch), Some(42));
+            a[len - 1] ^= 1;
+            assert_ne!(verify(&a, &mut scratch), Some(42));
+        }
+    }
+
+    #[test]
+    fn short_lossy_run_completes_and_verifies_everything() {
+        let args = DemoArgs {
+            transactions: 400,
+            depth: 32,
+            loss: 0.02,
+            reorder: 0.05,
+            duplicate: 0.01,
+            push_fraction: 0.5,
+            seed: 7,
+            timeout: 60.0,
+            json: true,
+        };
+        let r = run(&args).unwrap();
+        assert!(r.ok, "{:?}", r.failure_reasons);
+        assert_eq!(r.transactions, 400);
+        assert_eq!(r.pushes + r.pulls, 400);
+        assert!(r.pushes > 100 && r.pulls > 100);
+        assert!(r.retransmissions > 0, "2% loss must cause retransmissions");
+        assert!(r.rtt_samples > 0 && r.rue_events > 0);
+    }
+}

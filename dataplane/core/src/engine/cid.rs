@@ -1,0 +1,80 @@
+//! The engine's connection lookup by local CID.
+//!
+//! Layer: engine. Owns [`CidTable`]: the per-packet map from a received
+//! packet's destination connection id to the connection's slot. No hashing,
+//! no allocation on lookup, never panics.
+
+use crate::ids::ConnectionId;
+
+/// Local connection id → slot: a two-level table over the 24-bit CID
+/// space (4096 chunks of 4096 entries, allocated when a CID in them is
+/// first used). Two loads per lookup on the per-packet path, no hashing;
+/// 16 KiB per chunk in use (CIDs are ours to choose, so they are usually
+/// dense).
+#[derive(Default)]
+pub(super) struct CidTable {
+    chunks: Vec<Option<Box<[u32; CHUNK]>>>,
+    /// Connection ids held.
+    pub(super) len: usize,
+}
+
+const CHUNK: usize = 4096;
+const NO_SLOT: u32 = u32::MAX;
+
+impl CidTable {
+    pub(super) fn get(&self, cid: ConnectionId) -> Option<u32> {
+        let (chunk, entry) = Self::split(cid);
+        let slot = self.chunks.get(chunk)?.as_ref()?[entry];
+        (slot != NO_SLOT).then_some(slot)
+    }
+
+    pub(super) fn insert(&mut self, cid: ConnectionId, slot: u32) {
+        let (chunk, entry) = Self::split(cid);
+        if self.chunks.len() <= chunk {
+            self.chunks.resize_with(chunk + 1, || None);
+        }
+        let table = self.chunks[chunk].get_or_insert_with(|| Box::new([NO_SLOT; CHUNK]));
+        if table[entry] == NO_SLOT {
+            self.len += 1;
+        }
+        table[entry] = slot;
+    }
+
+    pub(super) fn remove(&mut self, cid: ConnectionId) {
+        let (chunk, entry) = Self::split(cid);
+        if let Some(Some(table)) = self.chunks.get_mut(chunk) {
+            if table[entry] != NO_SLOT {
+                table[entry] = NO_SLOT;
+                self.len -= 1;
+            }
+        }
+    }
+
+    const fn split(cid: ConnectionId) -> (usize, usize) {
+        let v = cid.value() as usize;
+        (v / CHUNK, v % CHUNK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_get_remove_across_chunks() {
+        let mut table = CidTable::default();
+        let cid = |v| ConnectionId::truncating(v);
+        assert_eq!(table.get(cid(5)), None);
+        table.insert(cid(5), 1);
+        table.insert(cid(0xFF_FFFF), 2);
+        table.insert(cid(4096), 3);
+        assert_eq!(table.get(cid(5)), Some(1));
+        assert_eq!(table.get(cid(0xFF_FFFF)), Some(2));
+        assert_eq!(table.get(cid(4096)), Some(3));
+        assert_eq!(table.get(cid(4097)), None);
+        assert_eq!(table.len, 3);
+        table.remove(cid(5));
+        table.remove(cid(5));
+        assert_eq!((table.get(cid(5)), table.len), (None, 2));
+    }
+}

@@ -1,0 +1,829 @@
+//! The per-core engine: connections, timers, PSP, the RUE, and the ULP
+//! interface (DESIGN.md §3, §5).
+//!
+//! Layer: the top of `falcon-core`. Owns [`Engine`] — a slab of connections
+//! keyed by local CID, each with its packet delivery sublayer
+//! ([`crate::delivery`]) and transaction sublayer ([`crate::transaction`]);
+//! one timing wheel for every connection's deadlines; the connection
+//! scheduler; the PSP boundary (open + connection checks on receive, seal
+//! in place on transmit); the RUE run inline; resources; counters. It is
+//! sans-IO in the quinn-proto style: frames come in as byte slices and go
+//! out into the caller's buffers, time comes in as `now`, randomness from
+//! seeds in the config. It never reads a clock, never panics on packet
+//! input, and does not allocate per packet once warmed up (payload vectors
+//! circulate, see [`crate::transaction::ulp`]).
+//!
+//! # Methods, in quinn-proto's four kinds
+//!
+//! * **getters**: [`stats`](Engine::stats),
+//!   [`connection_snapshot`](Engine::connection_snapshot),
+//!   [`connection`](Engine::connection), [`max_payload`](Engine::max_payload),
+//!   [`max_frame_len`](Engine::max_frame_len);
+//! * **inputs** `handle_*(now, …)`: [`handle_packet`](Engine::handle_packet),
+//!   [`handle_timeout`](Engine::handle_timeout);
+//! * **commands**: setup ([`add_connection`](Engine::add_connection),
+//!   [`allocate_spi`](Engine::allocate_spi), [`close`](Engine::close),
+//!   [`set_isolation_alpha`](Engine::set_isolation_alpha)) and the ULP's
+//!   ([`submit`](Engine::submit), [`ulp_ack`](Engine::ulp_ack),
+//!   [`ulp_nack`](Engine::ulp_nack),
+//!   [`submit_pull_data`](Engine::submit_pull_data),
+//!   [`recycle`](Engine::recycle));
+//! * **outputs** `poll_*`, after every input or command, in this order:
+//!   [`poll_transmit`](Engine::poll_transmit) until `None`,
+//!   [`poll_event`](Engine::poll_event) until `None`, then
+//!   [`poll_timeout`](Engine::poll_timeout) for when to call
+//!   [`handle_timeout`](Engine::handle_timeout).
+//!
+//! Inputs must carry non-decreasing `now`.
+//!
+//! # Example: two engines over the loopback, PSP on
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use falcon_core::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
+//! use falcon_core::port::{Loopback, LoopbackConfig, PacketBuf, Port};
+//! use falcon_core::time::Timestamp;
+//! use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent};
+//! use psp::{MasterKey, MasterKeys};
+//!
+//! let keys = |k| MasterKeys { k0: MasterKey::new([k; 32]), k1: MasterKey::new([k + 1; 32]) };
+//! let mut now = Timestamp::from_micros(1);
+//! let mut a = Engine::new(EngineConfig { psp: Some(PspConfig::new(keys(1))), ..EngineConfig::default() }, now)?;
+//! let mut b = Engine::new(
+//!     EngineConfig {
+//!         local_ip: "10.0.0.2".parse()?,
+//!         local_mac: falcon_core::wire::EthernetAddress([2, 0, 0, 0, 0, 2]),
+//!         psp: Some(PspConfig::new(keys(3))),
+//!         ..EngineConfig::default()
+//!     },
+//!     now,
+//! )?;
+//! // Mirrored connections (CIDs, PSNs, RSNs, SAs) on both engines.
+//! let (ca, cb) = connect(now, &mut a, &mut b, &PairSpec::default())?;
+//! let (mut pa, mut pb) = Loopback::pair(LoopbackConfig::default());
+//!
+//! // The initiator submits a push and a pull; the payload vector moves in.
+//! a.submit(now, ca, Transaction::push(1, vec![7; 1000]))?;
+//! a.submit(now, ca, Transaction::pull(2, 500, Vec::new()))?;
+//!
+//! let mut completed = 0;
+//! let (mut rx, mut tx) = (Vec::new(), Vec::new());
+//! while completed < 2 {
+//!     for (engine, port, conn) in [(&mut a, &mut pa, ca), (&mut b, &mut pb, cb)] {
+//!         port.rx_burst(now, &mut rx, 32);
+//!         for mut frame in rx.drain(..) {
+//!             engine.handle_packet(now, frame.data_mut());
+//!             port.free(frame);
+//!         }
+//!         engine.handle_timeout(now);
+//!         while let Some(event) = engine.poll_event() {
+//!             match event {
+//!                 // Target: take the push, serve the pull.
+//!                 UlpEvent::Request(r) if r.kind == TransactionKind::Push => {
+//!                     assert_eq!(r.payload, vec![7; 1000]);
+//!                     engine.ulp_ack(now, conn, r.rsn)?;
+//!                     engine.recycle(r.payload);
+//!                 }
+//!                 UlpEvent::Request(r) => {
+//!                     let data = vec![9; usize::from(r.request_length)];
+//!                     engine.submit_pull_data(now, conn, r.rsn, data)?;
+//!                 }
+//!                 // Initiator: completions, in RSN order (ordered connection).
+//!                 UlpEvent::Completion(c) => {
+//!                     assert!(c.status.is_ok());
+//!                     if c.kind == TransactionKind::Pull {
+//!                         assert_eq!(c.data, vec![9; 500]);
+//!                     }
+//!                     completed += 1;
+//!                 }
+//!                 _ => {}
+//!             }
+//!         }
+//!         while let Some(mut buf) = port.alloc() {
+//!             let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else {
+//!                 port.free(buf);
+//!                 break;
+//!             };
+//!             buf.set_len(len);
+//!             tx.push(buf);
+//!         }
+//!         port.tx_burst(now, &mut tx);
+//!     }
+//!     now = now + Duration::from_micros(1);
+//! }
+//! let stats = a.stats();
+//! assert_eq!(stats.transactions_completed(), 2);
+//! assert_eq!(stats.drops.total(), 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod cid;
+mod config;
+mod rue_inline;
+mod rx;
+mod setup;
+mod stats;
+mod tx;
+mod ulp;
+
+#[cfg(test)]
+mod tests;
+
+use psp::{
+    RxSecurity, SaDatabase, SaKey, SecurityGlobals, Spi, SpiCheck, TxSa, TxSaConfig, Version,
+};
+use rue::{CcResult, Profiles, Rue, RueChannel, RueConfig};
+
+use crate::delivery::{BufferLevel, CcState, ConnectionParams, DeliveryConnection, PoolOccupancy};
+use crate::ids::{ConnectionId, DestinationFunction};
+use crate::random::SplitMix64;
+use crate::resources::{Account, Alpha, Credit, Resources};
+use crate::scheduler::Scheduler;
+use crate::time::Timestamp;
+use crate::timer::TimingWheel;
+use crate::transaction::{
+    Ctx, Initiator, Shared, Target, TransactionConfig, UlpCommandError, UlpEvent,
+};
+use crate::wire::{ChecksumChecks, Dscp, Ecn, EthernetAddress, FrameRepr, IpFields, UdpChecksum};
+
+use cid::CidTable;
+
+pub use crate::transaction::ConnectionHandle;
+pub use config::{
+    ConfigError, ConnectionConfig, ConnectionPsp, EngineConfig, InitialSequence, PspConfig, RueMode,
+};
+pub use setup::{connect, PairSpec};
+pub use stats::{ConnectionSnapshot, EngineStats};
+
+/// One lcore's Falcon engine. See the module doc for the call order and a
+/// complete example.
+pub struct Engine {
+    local_mac: EthernetAddress,
+    local_ip: core::net::IpAddr,
+    udp_port: u16,
+    max_frame_len: usize,
+    checksums: ChecksumChecks,
+    default_delivery: crate::delivery::DeliveryConfig,
+    /// Connection slots (boxed: an empty slot costs 8 bytes).
+    connections: Vec<Option<Box<Connection>>>,
+    generations: Vec<u32>,
+    free_slots: Vec<u32>,
+    by_cid: CidTable,
+    shared: Shared,
+    wheel: TimingWheel<ConnectionHandle>,
+    fired: Vec<(ConnectionHandle, Timestamp)>,
+    data_ring: Scheduler,
+    ack_ring: Scheduler,
+    psp: Option<PspState>,
+    rue: Option<RueInline>,
+    rue_results: Vec<CcResult>,
+    buffer_level: BufferLevel<2>,
+    rng: SplitMix64,
+    stats: EngineStats,
+}
+
+/// The receive side of PSP: the SA database and the global check state.
+struct PspState {
+    db: SaDatabase,
+    globals: SecurityGlobals,
+}
+
+/// The RUE core and this engine's queue pair, run inline.
+struct RueInline {
+    rue: Rue,
+    channel: RueChannel,
+    /// Events were queued since the last `process`.
+    pending: bool,
+}
+
+/// One connection: both sublayers, its PSP state, its frame template and
+/// its timer.
+struct Connection {
+    handle: ConnectionHandle,
+    local_cid: ConnectionId,
+    local_function: DestinationFunction,
+    delivery: DeliveryConnection,
+    initiator: Initiator,
+    target: Target,
+    account: Account,
+    frame: FrameRepr,
+    tx_sa: Option<TxSa>,
+    rx_security: Option<RxSecurity>,
+    /// The deadline this connection has in the wheel (the earliest one
+    /// inserted and not yet fired).
+    armed: Option<Timestamp>,
+    /// Failed (fatal error) or closed.
+    dead: bool,
+}
+
+impl Engine {
+    /// An engine with no connections.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first invalid field.
+    pub fn new(config: EngineConfig, now: Timestamp) -> Result<Engine, ConfigError> {
+        config.validate()?;
+        let max_payload = config.max_payload();
+        let psp = config.psp.as_ref().map(|p| PspState {
+            db: SaDatabase::new(p.backend, p.master_keys.clone(), p.sa_cache),
+            globals: p.globals,
+        });
+        let profiles = match &config.rue {
+            RueMode::Swift => Some(Profiles::swift_default()),
+            RueMode::Profiles(p) => Some(Profiles::clone(p)),
+            RueMode::Off => None,
+        };
+        let rue = match profiles {
+            Some(profiles) => {
+                let rue_config = RueConfig {
+                    connections: config.max_connections,
+                    ..RueConfig::default()
+                };
+                let mut rue = Rue::new(rue_config, profiles)
+                    .map_err(|_| ConfigError::new("rue", "invalid RUE configuration"))?;
+                let channel = rue.add_core(config.rue_queue);
+                Some(RueInline {
+                    rue,
+                    channel,
+                    pending: false,
+                })
+            }
+            None => None,
+        };
+        let r = &config.resources;
+        let pool = |capacity| PoolOccupancy::evenly_spaced(1, capacity);
+        let buffer_level = BufferLevel {
+            pools: [
+                pool(r.rx_packet.network_request)?,
+                pool(r.rx_buffer.network_request)?,
+            ],
+        };
+        let transaction = TransactionConfig {
+            max_payload,
+            ..config.transaction
+        };
+        let mut engine = Engine {
+            local_mac: config.local_mac,
+            local_ip: config.local_ip,
+            udp_port: config.udp_port,
+            max_frame_len: config.max_frame_len,
+            checksums: config.checksums,
+            default_delivery: config.delivery.clone(),
+            connections: Vec::new(),
+            generations: Vec::new(),
+            free_slots: Vec::new(),
+            by_cid: CidTable::default(),
+            shared: Shared::new(Resources::new(config.resources), transaction),
+            wheel: TimingWheel::new(config.timer_slots, now),
+            fired: Vec::new(),
+            data_ring: Scheduler::with_slots(config.max_connections as usize),
+            ack_ring: Scheduler::with_slots(config.max_connections as usize),
+            psp,
+            rue,
+            rue_results: Vec::new(),
+            buffer_level,
+            rng: SplitMix64::new(config.seed),
+            stats: EngineStats::default(),
+        };
+        engine.slots_reserve(config.max_connections);
+        Ok(engine)
+    }
+
+    /// A fresh receive SPI from the active master key and the SA key the
+    /// peer must send with (PSP: the receiver picks the SPI; the CM carries
+    /// both to the peer).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] if PSP is off or the SPI space is exhausted.
+    pub fn allocate_spi(&mut self, version: Version) -> Result<(Spi, SaKey), ConfigError> {
+        let psp = self
+            .psp
+            .as_mut()
+            .ok_or(ConfigError::new("psp", "PSP is off in this engine"))?;
+        psp.db
+            .allocate_spi(version)
+            .map_err(|_| ConfigError::new("psp", "SPI space of the active master key exhausted"))
+    }
+
+    /// Sets up a connection (the connection manager's job, DESIGN.md §4).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the field: a CID already in use, no free
+    /// slot, an address family other than the engine's, PSP state missing,
+    /// an invalid field.
+    pub fn add_connection(
+        &mut self,
+        now: Timestamp,
+        config: ConnectionConfig,
+    ) -> Result<ConnectionHandle, ConfigError> {
+        config.validate()?;
+        if self.by_cid.get(config.local_cid).is_some() {
+            return Err(ConfigError::new(
+                "local_cid",
+                "already used by another connection",
+            ));
+        }
+        let Some(slot) = self.free_slots.pop() else {
+            return Err(ConfigError::new(
+                "max_connections",
+                "every connection slot is in use",
+            ));
+        };
+        let result = self.build_connection(now, slot, config);
+        match result {
+            Ok(connection) => {
+                let handle = connection.handle;
+                self.by_cid.insert(connection.local_cid, handle.index);
+                self.stats.record_windows(
+                    connection.delivery.cc_state().fcwnd,
+                    connection.delivery.cc_state().ncwnd,
+                );
+                self.connections[slot as usize] = Some(Box::new(connection));
+                if let Some(rue) = &mut self.rue {
+                    rue.rue.reset_connection(slot);
+                }
+                Ok(handle)
+            }
+            Err(e) => {
+                self.free_slots.push(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// The connection whose local CID is `cid`.
+    pub fn connection(&self, cid: ConnectionId) -> Option<ConnectionHandle> {
+        let slot = self.by_cid.get(cid)?;
+        self.connections[slot as usize].as_ref().map(|c| c.handle)
+    }
+
+    /// Closes a connection: every transaction not completed completes with
+    /// kCmplDeadConn, its resources return, its CID and slot are freed.
+    pub fn close(&mut self, now: Timestamp, connection: ConnectionHandle) {
+        let Some(slot) = self.slot(connection) else {
+            return;
+        };
+        self.kill(slot, now);
+        if let Some(conn) = self.connections[slot as usize].take() {
+            self.by_cid.remove(conn.local_cid);
+        }
+        self.data_ring.remove(slot);
+        self.ack_ring.remove(slot);
+        self.generations[slot as usize] = self.generations[slot as usize].wrapping_add(1);
+        self.free_slots.push(slot);
+        self.finish(now);
+    }
+
+    /// Sets a connection's dynamic-threshold factor (its share of the
+    /// network-request regions, see [`crate::resources`]). The rev 0.9 RUE
+    /// result has no field for it; a RUE policy or the CM calls this.
+    pub fn set_isolation_alpha(&mut self, connection: ConnectionHandle, alpha: Alpha) {
+        if let Some(conn) = self.conn_mut(connection) {
+            conn.account.alpha = Alpha(alpha.0.max(1));
+        }
+    }
+
+    // --- Outputs --------------------------------------------------------
+
+    /// The next event for the ULPs.
+    pub fn poll_event(&mut self) -> Option<UlpEvent> {
+        self.shared.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next run. May
+    /// be early (a deadline that moved later), never late.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        self.wheel.next_deadline()
+    }
+
+    /// Runs the timers due at `now`: retransmissions, ACK coalescing,
+    /// pacing releases, RNR waits, transaction timeouts and reclaims.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        let mut fired = core::mem::take(&mut self.fired);
+        self.wheel.expire(now, &mut fired);
+        for (handle, deadline) in fired.drain(..) {
+            let Some(slot) = self.slot(handle) else {
+                continue;
+            };
+            let conn = conn_in(&mut self.connections, slot);
+            if conn.armed != Some(deadline) {
+                continue; // stale: the connection re-armed earlier
+            }
+            conn.armed = None;
+            if conn.dead {
+                continue;
+            }
+            conn.delivery.handle_timeout(now);
+            {
+                let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
+                initiator.handle_timeout(&mut ctx);
+            }
+            let conn = conn_in(&mut self.connections, slot);
+            {
+                let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+                target.handle_timeout(&mut ctx);
+            }
+            self.after_input(slot, now);
+        }
+        self.fired = fired;
+        self.finish(now);
+    }
+
+    // --- Getters --------------------------------------------------------
+
+    /// The counters.
+    pub fn stats(&self) -> EngineStats {
+        let mut stats = self.stats.clone();
+        stats.transactions = self.shared.stats;
+        stats.drops = self.shared.drops.clone();
+        stats
+    }
+
+    /// One connection's state.
+    pub fn connection_snapshot(&self, connection: ConnectionHandle) -> Option<ConnectionSnapshot> {
+        let conn = self
+            .connections
+            .get(self.slot(connection)? as usize)?
+            .as_ref()?;
+        Some(ConnectionSnapshot {
+            delivery: *conn.delivery.stats(),
+            cc: *conn.delivery.cc_state(),
+            rtt: *conn.delivery.rtt(),
+            initiator_rsns: conn.initiator.rsns(),
+            target_rsns: conn.target.rsns(),
+            outstanding: conn.initiator.outstanding(),
+            credits_used: Credit::ALL.map(|c| conn.account.credits.used(c)),
+            failed: conn.dead,
+        })
+    }
+
+    /// The largest payload one transaction carries.
+    pub fn max_payload(&self) -> usize {
+        self.shared.config.max_payload
+    }
+
+    /// The buffer length `poll_transmit` needs.
+    pub fn max_frame_len(&self) -> usize {
+        self.max_frame_len
+    }
+
+    /// Payload vectors on the engine's free list.
+    pub fn cached_buffers(&self) -> usize {
+        self.shared.buffers.cached()
+    }
+
+    /// Units of `credit`'s region in use node-wide.
+    pub fn resources_used(&self, credit: Credit) -> u32 {
+        self.shared.resources.used(credit)
+    }
+
+    // --- Internals ------------------------------------------------------
+
+    fn slots_reserve(&mut self, max: u32) {
+        self.connections.resize_with(max as usize, || None);
+        self.generations.resize(max as usize, 0);
+        self.free_slots = (0..max).rev().collect();
+    }
+
+    fn build_connection(
+        &mut self,
+        now: Timestamp,
+        slot: u32,
+        config: ConnectionConfig,
+    ) -> Result<Connection, ConfigError> {
+        let handle = ConnectionHandle {
+            index: slot,
+            generation: self.generations[slot as usize],
+        };
+        let delivery_config = config
+            .delivery
+            .clone()
+            .unwrap_or_else(|| self.default_delivery.clone());
+        let ip = match (self.local_ip, config.remote_ip) {
+            (core::net::IpAddr::V4(src), core::net::IpAddr::V4(dst)) => IpFields::V4 {
+                src,
+                dst,
+                ttl: delivery_config.initial_ttl,
+                dscp: Dscp::ZERO,
+                ecn: Ecn::Ect0,
+                ident: 0,
+                dont_fragment: true,
+            },
+            (core::net::IpAddr::V6(src), core::net::IpAddr::V6(dst)) => IpFields::V6 {
+                src,
+                dst,
+                hop_limit: delivery_config.initial_ttl,
+                dscp: Dscp::ZERO,
+                ecn: Ecn::Ect0,
+                flow_label: crate::wire::FlowLabel::truncating(config.seed as u32),
+            },
+            _ => {
+                return Err(ConfigError::new(
+                    "remote_ip",
+                    "must be of the engine's address family",
+                ))
+            }
+        };
+        let frame = FrameRepr {
+            destination: config.remote_mac,
+            source: self.local_mac,
+            vlan: None,
+            ip,
+            src_port: config.udp_source_port,
+            dst_port: self.udp_port,
+            udp_checksum: UdpChecksum::Zero,
+        };
+        let (tx_sa, rx_security) = match (&self.psp, &config.psp) {
+            (None, _) => (None, None),
+            (Some(_), None) => {
+                return Err(ConfigError::new(
+                    "psp",
+                    "the engine runs PSP: the connection needs its SAs",
+                ))
+            }
+            (Some(psp), Some(c)) => {
+                let tx = TxSa::new(
+                    psp.db.backend(),
+                    &c.tx_key,
+                    TxSaConfig::falcon(c.tx_spi, c.tx_vc),
+                )
+                .map_err(|_| ConfigError::new("psp.tx_key", "cannot build the TX SA"))?;
+                let rx = RxSecurity::new(
+                    SpiCheck::new(c.rx_spi, c.rx_generation),
+                    c.pcid,
+                    psp::ReplayCheck::new(c.remote_time_ps),
+                );
+                (Some(tx), Some(rx))
+            }
+        };
+        let s = config.sequence;
+        let params = ConnectionParams {
+            // The RUE state table is indexed densely by slot, not by the
+            // 24-bit wire CID.
+            connection_id: ConnectionId::truncating(slot),
+            peer_connection_id: config.remote_cid,
+            destination_function: config.remote_function,
+            protocol: config.protocol,
+            ordering: config.ordering,
+            tx_request_psn: s.tx_request_psn,
+            tx_data_psn: s.tx_data_psn,
+            rx_request_psn: s.rx_request_psn,
+            rx_data_psn: s.rx_data_psn,
+            seed: config.seed,
+        };
+        let cc = initial_cc_state(slot, config.rue_profile, &delivery_config, now);
+        let delivery = DeliveryConnection::with_cc_state(&delivery_config, params, cc);
+        let mut account =
+            self.shared
+                .resources
+                .open_account(config.credits, config.function, config.host);
+        if let Some(alpha) = config.isolation_alpha {
+            account.alpha = alpha;
+        }
+        Ok(Connection {
+            handle,
+            local_cid: config.local_cid,
+            local_function: config.local_function,
+            delivery,
+            initiator: Initiator::new(
+                config.ordering,
+                s.tx_rsn,
+                self.shared.config.transaction_timeout,
+            ),
+            target: Target::new(config.ordering, s.rx_rsn, self.shared.config.target_timeout),
+            account,
+            frame,
+            tx_sa,
+            rx_security,
+            armed: None,
+            dead: false,
+        })
+    }
+
+    fn slot(&self, handle: ConnectionHandle) -> Option<u32> {
+        let live = self
+            .connections
+            .get(handle.index as usize)?
+            .as_ref()
+            .is_some_and(|c| c.handle == handle);
+        live.then_some(handle.index)
+    }
+
+    fn live_slot(&self, handle: ConnectionHandle) -> Result<u32, UlpCommandError> {
+        let slot = self
+            .slot(handle)
+            .ok_or(UlpCommandError::UnknownConnection)?;
+        match &self.connections[slot as usize] {
+            Some(conn) if !conn.dead => Ok(slot),
+            _ => Err(UlpCommandError::ConnectionNotAlive),
+        }
+    }
+
+    fn conn_mut(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
+        let slot = self.slot(handle)?;
+        self.connections[slot as usize].as_deref_mut()
+    }
+
+    /// After any input or command on a connection: hand its delivery events
+    /// to the transaction sublayer, feed the RUE, put it on the scheduler
+    /// rings and re-arm its timer.
+    fn after_input(&mut self, slot: u32, now: Timestamp) {
+        self.drain_delivery_events(slot, now);
+        self.rue_offer(slot, now);
+        self.data_ring.activate(slot);
+        self.ack_ring.activate(slot);
+        self.arm(slot);
+    }
+
+    /// Puts the connection's next deadline on the wheel if it is earlier
+    /// than the one already there. Cheap when nothing moved earlier: the
+    /// delivery sublayer's timer and the deadlines the transaction sublayer
+    /// added since the last look are compared with the armed one; the full
+    /// minimum is computed only when the wheel entry fired or is beaten.
+    fn arm(&mut self, slot: u32) {
+        let Some(conn) = self.connections[slot as usize].as_mut() else {
+            return;
+        };
+        if conn.dead {
+            return;
+        }
+        let delivery = conn.delivery.poll_timeout();
+        let fresh = earliest(
+            conn.initiator.take_new_deadline(),
+            conn.target.take_new_deadline(),
+        );
+        if let Some(armed) = conn.armed {
+            if delivery.map_or(true, |d| d >= armed) && fresh.map_or(true, |f| f >= armed) {
+                return;
+            }
+        }
+        let transactions = earliest(conn.initiator.next_deadline(), conn.target.next_deadline());
+        let Some(next) = earliest(delivery, transactions) else {
+            return;
+        };
+        if conn.armed.is_some_and(|armed| armed <= next) {
+            return;
+        }
+        conn.armed = Some(next);
+        self.wheel.insert(conn.handle, next);
+    }
+
+    /// End of every top-level call: run the RUE on what was queued, tell
+    /// waiting ULPs Xon, refresh the buffer level.
+    fn finish(&mut self, now: Timestamp) {
+        self.rue_service(now);
+        if self.shared.released {
+            self.shared.released = false;
+            self.check_xon();
+            let r = &self.shared.resources;
+            let [packets, cells] = &mut self.buffer_level.pools;
+            packets.update(r.used(Credit::NetReqPktRx));
+            cells.update(r.used(Credit::NetReqBufRx));
+        }
+    }
+
+    fn check_xon(&mut self) {
+        if self.shared.xoff_waiting.is_empty() {
+            return;
+        }
+        let mut waiting = core::mem::take(&mut self.shared.xoff_waiting);
+        waiting.retain(|&handle| {
+            let Some(slot) = self.slot(handle) else {
+                return false;
+            };
+            let Some(conn) = self.connections[slot as usize].as_mut() else {
+                return false;
+            };
+            if !self.shared.xon_due(&conn.account) {
+                return true;
+            }
+            conn.account.xoff = false;
+            self.shared.stats.xon += 1;
+            self.shared
+                .events
+                .push_back(UlpEvent::Xon { connection: handle });
+            false
+        });
+        waiting.append(&mut self.shared.xoff_waiting);
+        self.shared.xoff_waiting = waiting;
+    }
+
+    /// A fatal error or a close: every transaction completes with
+    /// kCmplDeadConn and every resource returns.
+    fn kill(&mut self, slot: u32, now: Timestamp) {
+        let conn = conn_in(&mut self.connections, slot);
+        if conn.dead {
+            return;
+        }
+        conn.dead = true;
+        {
+            let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
+            initiator.fail_all(&mut ctx);
+        }
+        let conn = conn_in(&mut self.connections, slot);
+        let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+        target.fail_all(&mut ctx);
+        self.data_ring.remove(slot);
+        self.ack_ring.remove(slot);
+    }
+}
+
+/// The connection in `slot`. Callers hold a slot from `slot()` /
+/// `live_slot()`, the scheduler rings or the wheel (checked with `slot()`),
+/// which only name live slots.
+fn conn_in(connections: &mut [Option<Box<Connection>>], slot: u32) -> &mut Connection {
+    // Invariant: a slot's rings and wheel entries are removed or ignored
+    // (generation check) once its connection is closed, and callers check
+    // `slot()` first.
+    connections[slot as usize]
+        .as_mut()
+        .expect("slot names a live connection")
+}
+
+impl Connection {
+    fn initiator_ctx<'a>(
+        &'a mut self,
+        now: Timestamp,
+        shared: &'a mut Shared,
+    ) -> (&'a mut Initiator, Ctx<'a>) {
+        (
+            &mut self.initiator,
+            Ctx {
+                now,
+                connection: self.handle,
+                delivery: &mut self.delivery,
+                account: &mut self.account,
+                shared,
+            },
+        )
+    }
+
+    fn target_ctx<'a>(
+        &'a mut self,
+        now: Timestamp,
+        shared: &'a mut Shared,
+    ) -> (&'a mut Target, Ctx<'a>) {
+        (
+            &mut self.target,
+            Ctx {
+                now,
+                connection: self.handle,
+                delivery: &mut self.delivery,
+                account: &mut self.account,
+                shared,
+            },
+        )
+    }
+}
+
+/// The CC state a connection starts from: the RUE's initial result
+/// (`rue::CcResult::initial`, isekai's defaults: RTT and delay state
+/// 25 µs, markers at now) with the profile index, and the configured
+/// initial fcwnd, ncwnd and RTO.
+fn initial_cc_state(
+    slot: u32,
+    profile: u8,
+    config: &crate::delivery::DeliveryConfig,
+    now: Timestamp,
+) -> CcState {
+    let initial = CcResult::initial(slot, Profiles::base_delay_field(profile), now.time24());
+    let from_config = CcState::from_config(config);
+    CcState {
+        fcwnd: from_config.fcwnd,
+        ncwnd: from_config.ncwnd,
+        inter_packet_gap: initial.inter_packet_gap,
+        retransmit_timeout: from_config.retransmit_timeout,
+        cc_metadata: initial.cc_metadata,
+        event_queue_select: initial.event_queue_select,
+        delay_select: initial.delay_select,
+        fabric_window_time_marker: initial.fabric_window_time_marker,
+        nic_window_time_marker: initial.nic_window_time_marker,
+        ncwnd_direction: initial.ncwnd_direction,
+        base_delay_target: initial.base_delay_target,
+        delay_state: initial.delay_state,
+        rtt_state: initial.rtt_state,
+        cc_opaque: initial.cc_opaque,
+    }
+}
+
+/// The earlier of two optional deadlines.
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl core::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("local_ip", &self.local_ip)
+            .field("connections", &self.by_cid.len)
+            .field("timers", &self.wheel.len())
+            .finish_non_exhaustive()
+    }
+}

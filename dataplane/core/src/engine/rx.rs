@@ -1,0 +1,220 @@
+//! The engine's receive path (DESIGN.md §3): frame → PSP → Falcon →
+//! connection → delivery sublayer → transaction sublayer.
+//!
+//! Layer: engine. Implements [`Engine::handle_packet`] and the dispatch of
+//! the delivery sublayer's events to the transaction sublayer. Every frame
+//! that goes no further is a counted [`DropReason`]; a packet failing the
+//! PSP checks (ICV, SPI, PCID, replay) is dropped before the delivery
+//! sublayer sees it, so it gets no ACK and no NACK (OCP Falcon 0.9
+//! §9.2.2.2–9.2.2.3). Never panics on frame input.
+
+use psp::NEXT_HEADER_FALCON;
+
+use crate::delivery::{Event, PacketKind, RxMeta, RxOutcome};
+use crate::drop::DropReason;
+use crate::engine::{conn_in, Engine};
+use crate::ids::DestinationFunction;
+use crate::random::Random;
+use crate::time::Timestamp;
+use crate::transaction::{decode_handle, ConnectionFault, Role, UlpEvent};
+use crate::wire::{frame, Ecn, FalconRepr, FalconTime32, IpFields, PacketType};
+
+impl Engine {
+    /// A received frame (Ethernet to the end of the UDP payload; padding
+    /// after it is ignored). The buffer is decrypted in place and may be
+    /// reused once this returns. Then drain the `poll_*` outputs.
+    pub fn handle_packet(&mut self, now: Timestamp, frame: &mut [u8]) {
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame.len() as u64;
+        if let Err(reason) = self.receive(now, frame) {
+            self.shared.drops.record(reason);
+        }
+        self.finish(now);
+    }
+
+    fn receive(&mut self, now: Timestamp, frame: &mut [u8]) -> Result<(), DropReason> {
+        let parsed = frame::parse_with(frame, self.checksums).map_err(|e| e.drop_reason())?;
+        if parsed.repr.dst_port != self.udp_port {
+            return Err(DropReason::NotFalconPort);
+        }
+        let ecn_ce = parsed.repr.ip.ecn() == Ecn::Ce;
+        let ttl = match parsed.repr.ip {
+            IpFields::V4 { ttl, .. } => ttl,
+            IpFields::V6 { hop_limit, .. } => hop_limit,
+        };
+        let udp_payload = parsed.layers.payload;
+        let globals = self.psp.as_ref().map(|p| p.globals);
+        let (falcon, sealed) = match &mut self.psp {
+            Some(psp) => {
+                // Integrity first (§9.2.2.1): open in place, ICV verified.
+                let opened = psp
+                    .db
+                    .open(frame, udp_payload.start, udp_payload.len())
+                    .map_err(DropReason::Psp)?;
+                if opened.next_header() != NEXT_HEADER_FALCON {
+                    return Err(DropReason::MalformedFalcon);
+                }
+                let fields = (opened.spi(), opened.iv(), opened.vc());
+                let start = udp_payload.start + opened.payload_offset();
+                let len = opened.payload().len();
+                (start..start + len, Some(fields))
+            }
+            None => (udp_payload, None),
+        };
+        let bytes: &[u8] = &frame[falcon];
+        let repr = FalconRepr::parse(bytes).map_err(|e| DropReason::for_falcon(&e))?;
+        let slot = self
+            .by_cid
+            .get(repr.connection_id())
+            .ok_or(DropReason::UnknownConnection)?;
+        let conn = self.connections[slot as usize]
+            .as_mut()
+            .ok_or(DropReason::UnknownConnection)?;
+        if conn.dead {
+            return Err(DropReason::ConnectionNotAlive);
+        }
+        // §9.2.2.2–9.2.2.3: SPI, PCID and replay checks on the authenticated
+        // header; the IV is the sender's TX time (t1 of data, t3 of ACKs).
+        let tx_time = match (sealed, conn.rx_security.as_mut(), globals) {
+            (Some((spi, iv, vc)), Some(security), Some(globals)) => {
+                security
+                    .accept_fields(&globals, spi, iv, vc)
+                    .map_err(DropReason::Psp)?;
+                FalconTime32::from_picos(iv)
+            }
+            (Some(_), _, _) => return Err(DropReason::UnknownConnection),
+            // Plaintext: no TX timestamp on the wire (see `EngineConfig::psp`).
+            (None, _, _) => now.falcon_time32(),
+        };
+        if let Some(function) = destination_function(&repr) {
+            if function != conn.local_function {
+                return Err(DropReason::DestinationFunctionMismatch);
+            }
+        }
+        let meta = RxMeta {
+            tx_time,
+            ecn_ce,
+            ttl,
+        };
+        let acks_before = conn.delivery.stats().acks_received;
+        let outcome = conn.delivery.handle_packet(now, &repr, meta);
+        if conn.delivery.stats().acks_received > acks_before {
+            if let Some(rtt) = conn.delivery.rtt().latest {
+                self.stats.record_rtt(rtt);
+            }
+        }
+        // Piggy-backed ACKs first: a Pull Request's ACK before its Pull Data.
+        self.drain_delivery_events(slot, now);
+        match outcome {
+            RxOutcome::Deliver(arrival) => {
+                let payload = repr.payload_range().map_or(&[][..], |r| &bytes[r]);
+                let conn = conn_in(&mut self.connections, slot);
+                if conn.dead {
+                    self.shared.drops.record(DropReason::ConnectionNotAlive);
+                } else if arrival.kind == PacketKind::PullData {
+                    let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
+                    initiator.on_pull_data(&mut ctx, arrival, payload);
+                } else {
+                    let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+                    target.on_request(&mut ctx, arrival, payload);
+                }
+            }
+            RxOutcome::Dropped(reason) => self.shared.drops.record(reason),
+            RxOutcome::Processed => {}
+        }
+        self.after_input(slot, now);
+        Ok(())
+    }
+
+    /// Hands the delivery sublayer's events to the transaction sublayer.
+    pub(super) fn drain_delivery_events(&mut self, slot: u32, now: Timestamp) {
+        loop {
+            let Some(conn) = self.connections[slot as usize].as_mut() else {
+                return;
+            };
+            let Some(event) = conn.delivery.poll_event() else {
+                return;
+            };
+            let role = |handle| decode_handle(handle).0;
+            match event {
+                Event::Acked {
+                    rsn, kind, handle, ..
+                } => match role(handle) {
+                    Role::Initiator => {
+                        let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
+                        initiator.on_acked(&mut ctx, rsn, kind);
+                    }
+                    Role::Target => {
+                        let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+                        target.on_pull_data_acked(&mut ctx, rsn);
+                    }
+                },
+                Event::ReceiverNotReady { .. } => self.shared.stats.rnr_received += 1,
+                Event::Nacked {
+                    rsn,
+                    code,
+                    ulp_nack_code,
+                    handle,
+                    ..
+                } => {
+                    // Our Pull Data NACKed: the Resync replacing it finishes it
+                    // when acknowledged.
+                    if role(handle) == Role::Initiator {
+                        conn.initiator.on_nacked(rsn, code, ulp_nack_code);
+                    }
+                }
+                Event::RetransmitExhausted { rsn, handle, .. } => {
+                    if role(handle) == Role::Initiator {
+                        let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
+                        initiator.on_exhausted(&mut ctx, rsn);
+                    }
+                }
+                Event::Resynced { rsn, original, .. } => match original {
+                    PacketType::PullData => {
+                        let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
+                        initiator.on_pull_data_resynced(&mut ctx, rsn);
+                    }
+                    PacketType::PullRequest | PacketType::PushData => {
+                        let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+                        target.on_resynced(&mut ctx, rsn);
+                    }
+                    _ => {}
+                },
+                Event::RandomizePath => {
+                    // PLB (§10.4): a new path is a new UDP source port (IPv4)
+                    // or flow label (IPv6) for ECMP.
+                    let bits = self.rng.next_u64();
+                    conn.frame.src_port = 0xC000 | (bits as u16 & 0x3FFF);
+                    if let IpFields::V6 { flow_label, .. } = &mut conn.frame.ip {
+                        *flow_label = crate::wire::FlowLabel::truncating((bits >> 16) as u32);
+                    }
+                    self.stats.path_changes += 1;
+                }
+                Event::Error(error) => {
+                    self.stats.connection_errors += 1;
+                    let connection = conn.handle;
+                    self.shared.events.push_back(UlpEvent::ConnectionError {
+                        connection,
+                        fault: ConnectionFault::Delivery(error),
+                    });
+                    if error.is_fatal() {
+                        self.kill(slot, now);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The Destination Function of a packet with a base header (OCP Falcon 0.9
+/// §7.2); ACKs and NACKs carry none.
+fn destination_function(repr: &FalconRepr) -> Option<DestinationFunction> {
+    match repr {
+        FalconRepr::PullRequest(r) => Some(r.header.destination_function),
+        FalconRepr::PullData(r) => Some(r.header.destination_function),
+        FalconRepr::PushData(r) => Some(r.header.destination_function),
+        FalconRepr::Resync(r) => Some(r.header.destination_function),
+        FalconRepr::Nack(_) | FalconRepr::Back(_) | FalconRepr::Eack(_) => None,
+    }
+}

@@ -1,0 +1,357 @@
+//! Scripted error flows (OCP Falcon 0.9 §8.4.3.4, §8.5.3.4–8.5.3.5, §11):
+//! RNR for push (initiator retries) and pull (target retries locally), CIE
+//! for push (NACK, Resync, completion in error) and pull (zero-length Pull
+//! Data), NRE, invalid CID (ULP NACK, and packets to an unknown CID),
+//! transaction timeouts with soft-state reclaim, and a connection that dies
+//! with transactions outstanding.
+
+use std::collections::VecDeque;
+
+use core::time::Duration;
+
+use super::harness::{Answer, Pair, Policy, Setup};
+use crate::delivery::{DeliveryConfig, UlpNack};
+use crate::drop::DropReason;
+use crate::port::Faults;
+use crate::resources::Credit;
+use crate::seq::Rsn;
+use crate::transaction::{CompletionStatus, TransactionConfig, TransactionKind};
+use crate::wire::RnrTimeout;
+
+fn plan(pair: &mut Pair, side: usize, conn: usize, rsn: u32, answers: &[Answer]) {
+    pair.nodes[side].plans.insert(
+        (conn, rsn),
+        answers.iter().copied().collect::<VecDeque<_>>(),
+    );
+}
+
+fn rnr(code: u8) -> UlpNack {
+    UlpNack::ReceiverNotReady {
+        timeout: RnrTimeout::new(code).expect("5-bit code"),
+        ulp_nack_code: 0x20,
+    }
+}
+
+fn statuses(pair: &Pair, side: usize) -> Vec<(TransactionKind, CompletionStatus, u8)> {
+    pair.nodes[side].completions[0]
+        .iter()
+        .map(|c| (c.kind, c.status, c.ulp_nack_code))
+        .collect()
+}
+
+/// §8.5.3.4 / §11: the target ULP RNR-NACKs a push; the initiator
+/// retransmits after max(RTO, RNR timeout); the target redelivers it, and on
+/// the ordered connection delivers nothing after it until it is accepted.
+#[test]
+fn rnr_for_push_is_retried_by_the_initiator() {
+    let mut pair = Pair::new(Setup::default());
+    let first = pair.rsn(0, 0);
+    pair.queue(0, 0, TransactionKind::Push, 100);
+    pair.queue(0, 0, TransactionKind::Push, 200);
+    pair.queue(0, 0, TransactionKind::Pull, 300);
+    // RNR timeout code 13 = 0.96 ms, twice, then accepted.
+    plan(
+        &mut pair,
+        1,
+        0,
+        first,
+        &[Answer::Nack(rnr(13)), Answer::Nack(rnr(13)), Answer::Accept],
+    );
+    let start = pair.now;
+    pair.run_to_completion(Duration::from_millis(100));
+    pair.assert_all_ok(0);
+    let (a, b) = (pair.nodes[0].engine.stats(), pair.nodes[1].engine.stats());
+    assert!(a.transactions.rnr_received >= 2, "RNR NACKs on the wire");
+    assert!(b.transactions.redeliveries >= 2);
+    // The three requests arrive in one burst and are delivered in order;
+    // the ULP RNR-NACKs the first, and (ordered) the later ones with it;
+    // each is redelivered when its retransmission arrives, the first until
+    // the ULP accepts it, then the others in RSN order.
+    let log = &pair.nodes[1].log[0];
+    let first_deliveries: Vec<u32> = log.iter().filter(|d| !d.1).map(|d| d.0.value()).collect();
+    assert_eq!(
+        first_deliveries,
+        vec![first, first.wrapping_add(1), first.wrapping_add(2)]
+    );
+    let redelivered: Vec<u32> = log.iter().filter(|d| d.1).map(|d| d.0.value()).collect();
+    let accepted_first = redelivered
+        .iter()
+        .rposition(|&r| r == first)
+        .expect("redelivered");
+    assert!(
+        redelivered[accepted_first + 1..]
+            .iter()
+            .all(|&r| r != first),
+        "after RSN {first} is accepted, only later RSNs: {redelivered:?}"
+    );
+    let first_redeliveries = redelivered.iter().filter(|&&r| r == first).count();
+    assert_eq!(
+        first_redeliveries, 2,
+        "NACKed twice, accepted on the second redelivery"
+    );
+    // Each redelivery waited at least the RNR timeout.
+    let times: Vec<_> = log
+        .iter()
+        .filter(|d| d.0.value() == first)
+        .map(|d| d.2)
+        .collect();
+    assert!(times[1] - times[0] >= Duration::from_micros(960));
+    assert!(times[2] - times[1] >= Duration::from_micros(960));
+    assert!(pair.nodes[0].completions[0][0].rsn == Rsn::new(first));
+    assert!(pair.now - start >= Duration::from_micros(1_920));
+}
+
+/// §8.5.3.4: an RNR on a pull is handled at the target: it redelivers the
+/// Pull Request to its ULP after the timeout; nothing goes on the wire.
+#[test]
+fn rnr_for_pull_is_retried_locally_by_the_target() {
+    let mut pair = Pair::new(Setup::default());
+    let first = pair.rsn(0, 0);
+    pair.queue(0, 0, TransactionKind::Pull, 1000);
+    // Code 8 = 0.16 ms.
+    plan(
+        &mut pair,
+        1,
+        0,
+        first,
+        &[Answer::Nack(rnr(8)), Answer::Accept],
+    );
+    pair.run_to_completion(Duration::from_millis(100));
+    pair.queue(0, 0, TransactionKind::Push, 64);
+    pair.run_to_completion(Duration::from_millis(100));
+    pair.assert_all_ok(0);
+    let (a, b) = (pair.nodes[0].engine.stats(), pair.nodes[1].engine.stats());
+    assert_eq!(a.transactions.rnr_received, 0, "no RNR NACK on the wire");
+    assert_eq!(b.transactions.redeliveries, 1);
+    let snapshot = pair.nodes[1]
+        .engine
+        .connection_snapshot(pair.nodes[1].conns[0])
+        .unwrap();
+    assert_eq!(snapshot.delivery.nacks_sent, 0);
+    let log = &pair.nodes[1].log[0];
+    assert_eq!((log[0].0.value(), log[0].1), (first, false));
+    assert_eq!((log[1].0.value(), log[1].1), (first, true));
+    assert!(log[1].2 - log[0].2 >= Duration::from_micros(160));
+    assert_eq!(log[2].0.value(), first.wrapping_add(1));
+}
+
+/// §9.3.3.5 / §11: a push NACKed with CIE carries the ULP's code back; the
+/// initiator resyncs and completes it in error (kCmplTargetNackCIE); the
+/// connection goes on. Same shape for NRE and invalid CID.
+#[test]
+fn cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on() {
+    let mut pair = Pair::new(Setup::default());
+    for k in 0..5 {
+        pair.queue(0, 0, TransactionKind::Push, 100 + k);
+    }
+    let nacks = [
+        UlpNack::CompletionInError {
+            ulp_nack_code: 0x42,
+        },
+        UlpNack::NonRecoverableError {
+            ulp_nack_code: 0x43,
+        },
+        UlpNack::InvalidCid {
+            ulp_nack_code: 0x44,
+        },
+    ];
+    for (k, nack) in nacks.into_iter().enumerate() {
+        let rsn = pair.rsn(0, 1 + k as u32);
+        plan(&mut pair, 1, 0, rsn, &[Answer::Nack(nack)]);
+    }
+    pair.run_to_completion(Duration::from_millis(100));
+    assert_eq!(
+        statuses(&pair, 0),
+        vec![
+            (TransactionKind::Push, CompletionStatus::Ack, 0),
+            (
+                TransactionKind::Push,
+                CompletionStatus::TargetCompletionInError,
+                0x42
+            ),
+            (
+                TransactionKind::Push,
+                CompletionStatus::TargetNonRecoverableError,
+                0x43
+            ),
+            (
+                TransactionKind::Push,
+                CompletionStatus::TargetInvalidCid,
+                0x44
+            ),
+            (TransactionKind::Push, CompletionStatus::Ack, 0),
+        ]
+    );
+    assert_eq!(CompletionStatus::TargetCompletionInError.code(), 0x1);
+    let a = pair.nodes[0].engine.stats();
+    assert_eq!(a.resyncs, 3, "one Resync per NACKed push");
+    assert_eq!(pair.nodes[1].engine.stats().transactions.ulp_nacks, 3);
+}
+
+/// §8.5.3.5: a pull completes in error with zero-length Pull Data (the
+/// ULP's CIE or NRE on a pull); an invalid CID on a pull reclaims the
+/// target's resources and sends nothing, so the initiator times out.
+#[test]
+fn pull_errors_zero_length_pull_data_and_invalid_cid_timeout() {
+    let mut pair = Pair::new(Setup {
+        transaction: TransactionConfig {
+            transaction_timeout: Duration::from_millis(5),
+            ..TransactionConfig::default()
+        },
+        ..Setup::default()
+    });
+    for _ in 0..4 {
+        pair.queue(0, 0, TransactionKind::Pull, 500);
+    }
+    let cie = UlpNack::CompletionInError { ulp_nack_code: 1 };
+    let nre = UlpNack::NonRecoverableError { ulp_nack_code: 2 };
+    let cid = UlpNack::InvalidCid { ulp_nack_code: 3 };
+    let (r0, r1, r2) = (pair.rsn(0, 0), pair.rsn(0, 1), pair.rsn(0, 2));
+    plan(&mut pair, 1, 0, r0, &[Answer::Nack(cie)]);
+    plan(&mut pair, 1, 0, r1, &[Answer::Nack(nre)]);
+    plan(&mut pair, 1, 0, r2, &[Answer::Nack(cid)]);
+    pair.run_to_completion(Duration::from_millis(100));
+    assert_eq!(
+        statuses(&pair, 0),
+        vec![
+            (
+                TransactionKind::Pull,
+                CompletionStatus::TargetCompletionInError,
+                0
+            ),
+            (
+                TransactionKind::Pull,
+                CompletionStatus::TargetCompletionInError,
+                0
+            ),
+            (TransactionKind::Pull, CompletionStatus::LocalTimeout, 0),
+            (TransactionKind::Pull, CompletionStatus::Ack, 0),
+        ]
+    );
+    assert!(pair.nodes[0].completions[0][0].data.is_empty());
+    assert_eq!(pair.nodes[0].engine.stats().transactions.timeouts, 1);
+}
+
+/// Packets to a connection id the receiver does not have are dropped and
+/// counted (no ACK, no NACK); the sender's transactions do not vanish: they
+/// fail (timeout, then the connection dies when its Resync exhausts) with an
+/// error completion and a connection error event.
+#[test]
+fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly() {
+    let mut pair = Pair::new(Setup {
+        delivery: DeliveryConfig {
+            max_retransmit_attempts: 2,
+            ..DeliveryConfig::default()
+        },
+        transaction: TransactionConfig {
+            transaction_timeout: Duration::from_millis(50),
+            ..TransactionConfig::default()
+        },
+        ..Setup::default()
+    });
+    let orphan = pair.add_orphan_connection(0);
+    pair.queue(0, 0, TransactionKind::Push, 64);
+    for _ in 0..3 {
+        pair.queue(0, orphan, TransactionKind::Push, 64);
+    }
+    pair.run_to_completion(Duration::from_millis(200));
+    let b = pair.nodes[1].engine.stats();
+    assert!(b.drops.get(DropReason::UnknownConnection) > 0);
+    let failed: Vec<CompletionStatus> = pair.nodes[0].completions[orphan]
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(failed.len(), 3, "every transaction completes");
+    assert!(failed.iter().all(|s| !s.is_ok()), "{failed:?}");
+    assert!(
+        pair.nodes[0].connection_errors.contains(&3),
+        "ResyncExhausted reported"
+    );
+    assert_eq!(
+        pair.nodes[0].completions[0][0].status,
+        CompletionStatus::Ack,
+        "the other connection is fine"
+    );
+    let snapshot = pair.nodes[0]
+        .engine
+        .connection_snapshot(pair.nodes[0].conns[orphan])
+        .unwrap();
+    assert!(snapshot.failed);
+    let again = pair.nodes[0].engine.submit(
+        pair.now,
+        pair.nodes[0].conns[orphan],
+        crate::transaction::Transaction::push(99, vec![1]),
+    );
+    assert_eq!(
+        again.map_err(|r| r.reason),
+        Err(crate::transaction::RejectReason::ConnectionNotAlive)
+    );
+}
+
+/// A link that goes dark: every outstanding transaction completes with an
+/// error (the packet layer gives up, then the connection dies: §11), none
+/// is lost, and every resource returns.
+#[test]
+fn dead_link_fails_every_outstanding_transaction() {
+    let mut pair = Pair::new(Setup {
+        delivery: DeliveryConfig {
+            max_retransmit_attempts: 2,
+            ..DeliveryConfig::default()
+        },
+        ..Setup::default()
+    });
+    pair.queue_random(0, 40, 2000);
+    // The first turn submits and sends; then the link dies.
+    pair.step();
+    pair.nodes[0].port.faults = Faults {
+        loss_ppm: 1_000_000,
+        ..Faults::default()
+    };
+    pair.nodes[1].port.faults = pair.nodes[0].port.faults;
+    pair.drive(Duration::from_millis(500), |p| p.unfinished() == 0);
+    let statuses = pair.statuses(0);
+    assert_eq!(statuses.values().sum::<usize>(), 40);
+    assert!(
+        statuses.get("kCmplDeadConn").copied().unwrap_or(0)
+            + statuses.get("kCmplLocalTO").copied().unwrap_or(0)
+            > 0,
+        "{statuses:?}"
+    );
+    assert!(pair.nodes[0].connection_errors.contains(&3));
+    for credit in Credit::ALL {
+        assert_eq!(pair.nodes[0].engine.resources_used(credit), 0, "{credit:?}");
+    }
+}
+
+/// A target ULP that never answers: the initiator's transactions time out
+/// (kCmplLocalTO, Resync 0x4) and the target reclaims the network resources
+/// the unanswered requests held (§11: soft state reclaimed by timeout).
+#[test]
+fn soft_state_timeouts_reclaim_resources_at_both_ends() {
+    let mut pair = Pair::new(Setup {
+        transaction: TransactionConfig {
+            transaction_timeout: Duration::from_millis(3),
+            target_timeout: Duration::from_millis(6),
+            ..TransactionConfig::default()
+        },
+        ..Setup::default()
+    });
+    pair.nodes[1].policy[0] = Policy::Never;
+    for _ in 0..10 {
+        pair.queue(0, 0, TransactionKind::Push, 600);
+    }
+    pair.run_to_completion(Duration::from_millis(100));
+    let statuses = pair.statuses(0);
+    assert_eq!(statuses.get("kCmplLocalTO"), Some(&10), "{statuses:?}");
+    let b = pair.nodes[1].engine.stats();
+    assert_eq!(b.transactions.reclaimed, 10);
+    for side in 0..2 {
+        for credit in Credit::ALL {
+            assert_eq!(
+                pair.nodes[side].engine.resources_used(credit),
+                0,
+                "side {side} {credit:?}"
+            );
+        }
+    }
+}

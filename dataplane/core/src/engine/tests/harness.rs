@@ -1,0 +1,714 @@
+//! Two engines over a faulty loopback in virtual time, with a scripted ULP
+//! at each end that checks every payload, exactly-once completion and RSN
+//! order (quinn-proto's test `Pair`).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use core::time::Duration;
+
+use psp::{MasterKey, MasterKeys};
+
+use crate::delivery::{DeliveryConfig, OrderingMode, UlpNack};
+use crate::engine::{
+    connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig, RueMode,
+};
+use crate::ids::ConnectionId;
+use crate::port::{
+    FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort, PacketBuf, Port,
+};
+use crate::random::{Random, SplitMix64};
+use crate::resources::ResourceConfig;
+use crate::seq::Rsn;
+use crate::time::Timestamp;
+use crate::transaction::{
+    Completion, CompletionStatus, RejectReason, Request, Transaction, TransactionConfig,
+    TransactionKind, UlpEvent,
+};
+use crate::wire::EthernetAddress;
+
+/// The payload of transaction `tag`: `len` bytes derived from the tag.
+pub fn pattern(tag: u64, len: usize) -> Vec<u8> {
+    let mut x = tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// How the setup is built.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub psp: bool,
+    pub ordering: OrderingMode,
+    /// Faults on each direction.
+    pub faults: Faults,
+    pub seed: u64,
+    pub connections: usize,
+    pub resources: ResourceConfig,
+    pub delivery: DeliveryConfig,
+    pub transaction: TransactionConfig,
+    pub rue: RueMode,
+    pub one_way_delay: Duration,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            psp: true,
+            ordering: OrderingMode::Ordered,
+            faults: Faults::default(),
+            seed: 1,
+            connections: 1,
+            resources: ResourceConfig::default(),
+            delivery: DeliveryConfig::default(),
+            transaction: TransactionConfig::default(),
+            rue: RueMode::Swift,
+            one_way_delay: Duration::from_micros(2),
+        }
+    }
+}
+
+/// What the target ULP does with one delivery of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// ACK (push) or serve the Pull Data (pull).
+    Accept,
+    /// NACK it.
+    Nack(UlpNack),
+    /// Never answer.
+    Ignore,
+}
+
+/// The target ULP's default for a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Answer at once.
+    Immediate,
+    /// Answer after this long.
+    Delay(Duration),
+    /// Never answer (a stuck ULP).
+    Never,
+}
+
+#[derive(Debug, Clone)]
+pub struct Expect {
+    pub kind: TransactionKind,
+    pub tag: u64,
+    pub len: usize,
+}
+
+/// One end: an engine, its port, its connections, and its ULP's books.
+pub struct Node {
+    pub engine: Engine,
+    pub port: FaultInjector<LoopbackPort>,
+    pub conns: Vec<ConnectionHandle>,
+    /// Per connection: transactions not yet accepted by `submit`.
+    pub backlog: Vec<VecDeque<Transaction>>,
+    pub xoff: Vec<bool>,
+    /// Per connection: target ULP policy.
+    pub policy: Vec<Policy>,
+    /// (connection, RSN) → answers for successive deliveries.
+    pub plans: HashMap<(usize, u32), VecDeque<Answer>>,
+    /// Delayed answers: (when, connection, request).
+    pending: Vec<(Timestamp, usize, Request)>,
+    /// Completions, per connection, in arrival order.
+    pub completions: Vec<Vec<Completion>>,
+    /// First deliveries (RSN), per connection, in order.
+    pub deliveries: Vec<Vec<Rsn>>,
+    pub redeliveries: u64,
+    /// Every delivery per connection: (RSN, redelivery, when).
+    pub log: Vec<Vec<(Rsn, bool, Timestamp)>>,
+    /// Requests that got a NACK answer, per connection.
+    pub nacked: Vec<Vec<Rsn>>,
+    /// Ordered: the RSN this ULP RNR-NACKed and has not accepted since, and
+    /// the NACK it repeats for every later request meanwhile (§8.5.3.4).
+    rnr_hold: Vec<Option<(Rsn, UlpNack)>>,
+    /// Pull Data refused for lack of credits, retried every turn.
+    deferred: Vec<(usize, Rsn, Vec<u8>)>,
+    pub xon: u64,
+    pub xoff_events: u64,
+    pub connection_errors: Vec<u8>,
+    rx: Vec<FrameBuf>,
+    tx: Vec<FrameBuf>,
+}
+
+/// Two nodes in virtual time.
+pub struct Pair {
+    pub nodes: [Node; 2],
+    /// Per initiator side: (connection, RSN) → what was submitted.
+    pub expected: [HashMap<(usize, u32), Expect>; 2],
+    pub now: Timestamp,
+    pub ordering: OrderingMode,
+    rng: SplitMix64,
+    next_tag: u64,
+}
+
+fn keys(seed: u8) -> MasterKeys {
+    MasterKeys {
+        k0: MasterKey::new([seed; 32]),
+        k1: MasterKey::new([seed ^ 0xFF; 32]),
+    }
+}
+
+impl Pair {
+    pub fn new(setup: Setup) -> Pair {
+        let now = Timestamp::from_micros(1_000);
+        let engine = |side: u8| {
+            let config = EngineConfig {
+                local_mac: EthernetAddress([2, 0, 0, 0, 0, side + 1]),
+                local_ip: core::net::IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, side + 1)),
+                psp: setup.psp.then(|| PspConfig::new(keys(side + 1))),
+                rue: setup.rue.clone(),
+                delivery: setup.delivery.clone(),
+                resources: setup.resources,
+                transaction: setup.transaction,
+                seed: setup.seed ^ u64::from(side),
+                ..EngineConfig::default()
+            };
+            Engine::new(config, now).expect("valid engine config")
+        };
+        let (mut a, mut b) = (engine(0), engine(1));
+        let mut conns = (Vec::new(), Vec::new());
+        for i in 0..setup.connections {
+            let spec = PairSpec {
+                a_cid: ConnectionId::truncating(0x100 + i as u32),
+                b_cid: ConnectionId::truncating(0x200 + i as u32),
+                ordering: setup.ordering,
+                ..PairSpec::default()
+            };
+            let (ca, cb) = connect(now, &mut a, &mut b, &spec).expect("connect");
+            conns.0.push(ca);
+            conns.1.push(cb);
+        }
+        let (pa, pb) = Loopback::pair(LoopbackConfig {
+            one_way_delay: setup.one_way_delay,
+            ..LoopbackConfig::default()
+        });
+        let node = |engine, port, conns: Vec<ConnectionHandle>, seed| {
+            let n = conns.len();
+            Node {
+                engine,
+                port: FaultInjector::new(port, setup.faults, seed),
+                conns,
+                backlog: vec![VecDeque::new(); n],
+                xoff: vec![false; n],
+                policy: vec![Policy::Immediate; n],
+                plans: HashMap::new(),
+                pending: Vec::new(),
+                completions: vec![Vec::new(); n],
+                deliveries: vec![Vec::new(); n],
+                redeliveries: 0,
+                log: vec![Vec::new(); n],
+                nacked: vec![Vec::new(); n],
+                rnr_hold: vec![None; n],
+                deferred: Vec::new(),
+                xon: 0,
+                xoff_events: 0,
+                connection_errors: Vec::new(),
+                rx: Vec::new(),
+                tx: Vec::new(),
+            }
+        };
+        Pair {
+            nodes: [
+                node(a, pa, conns.0, setup.seed.wrapping_mul(3)),
+                node(b, pb, conns.1, setup.seed.wrapping_mul(5) + 1),
+            ],
+            expected: [HashMap::new(), HashMap::new()],
+            now,
+            ordering: setup.ordering,
+            rng: SplitMix64::new(setup.seed ^ 0xABCD),
+            next_tag: 1,
+        }
+    }
+
+    /// The RSN of the `k`-th transaction `side` submits on a connection
+    /// (none refused): RSNs count from the initial one of `PairSpec`.
+    pub fn rsn(&self, side: usize, k: u32) -> u32 {
+        let spec = PairSpec::default();
+        let first = if side == 0 {
+            spec.sequence.tx_rsn
+        } else {
+            spec.sequence.rx_rsn
+        };
+        first.wrapping_add(k).value()
+    }
+
+    /// Adds a connection on `side` whose peer CID the other side does not
+    /// have: its packets are dropped there as unknown connections.
+    pub fn add_orphan_connection(&mut self, side: usize) -> usize {
+        let now = self.now;
+        let (ours, theirs) = if side == 0 { (0, 1) } else { (1, 0) };
+        let (spi_peer, key) = self.nodes[theirs]
+            .engine
+            .allocate_spi(psp::Version::Aes128Gcm)
+            .expect("PSP on");
+        let (spi_local, _) = self.nodes[ours]
+            .engine
+            .allocate_spi(psp::Version::Aes128Gcm)
+            .expect("PSP on");
+        let peer = &self.nodes[theirs].engine;
+        let mut config = crate::engine::ConnectionConfig::new(
+            ConnectionId::truncating(0x999),
+            ConnectionId::truncating(0x998),
+            peer.local_ip,
+            peer.local_mac,
+        );
+        config.psp = Some(crate::engine::ConnectionPsp::new(spi_peer, key, spi_local));
+        config.ordering = self.ordering;
+        let node = &mut self.nodes[side];
+        let handle = node.engine.add_connection(now, config).expect("orphan");
+        node.conns.push(handle);
+        node.backlog.push(VecDeque::new());
+        node.xoff.push(false);
+        node.policy.push(Policy::Immediate);
+        node.completions.push(Vec::new());
+        node.deliveries.push(Vec::new());
+        node.log.push(Vec::new());
+        node.nacked.push(Vec::new());
+        node.rnr_hold.push(None);
+        node.conns.len() - 1
+    }
+
+    /// Queues a transaction from `side` on connection `conn`.
+    pub fn queue(&mut self, side: usize, conn: usize, kind: TransactionKind, len: usize) -> u64 {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let transaction = match kind {
+            TransactionKind::Push => Transaction::push(tag, pattern(tag, len)),
+            TransactionKind::Pull => Transaction::pull(tag, len as u16, tag.to_le_bytes().to_vec()),
+        };
+        self.nodes[side].backlog[conn].push_back(transaction);
+        tag
+    }
+
+    /// Queues `n` random transactions (push or pull, 0..=max_len bytes) on
+    /// every connection of `side`.
+    pub fn queue_random(&mut self, side: usize, n: usize, max_len: usize) {
+        for conn in 0..self.nodes[side].conns.len() {
+            for _ in 0..n {
+                let kind = if self.rng.chance(1, 2) {
+                    TransactionKind::Push
+                } else {
+                    TransactionKind::Pull
+                };
+                let len = self.rng.below(max_len as u32 + 1) as usize;
+                self.queue(side, conn, kind, len);
+            }
+        }
+    }
+
+    /// Transactions submitted or queued and not yet completed.
+    pub fn unfinished(&self) -> usize {
+        (0..2)
+            .map(|side| {
+                let node = &self.nodes[side];
+                let queued: usize = node.backlog.iter().map(VecDeque::len).sum();
+                let done: usize = node.completions.iter().map(Vec::len).sum();
+                queued + self.expected[side].len() - done
+            })
+            .sum()
+    }
+
+    /// One turn of both nodes, then a jump to the next event. Returns false
+    /// when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        for side in 0..2 {
+            self.turn(side);
+        }
+        let mut next: Option<Timestamp> = None;
+        let mut consider = |t: Option<Timestamp>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Timestamp| n.min(t)));
+            }
+        };
+        for node in &self.nodes {
+            consider(node.engine.poll_timeout());
+            consider(node.port.poll_timeout());
+            consider(node.pending.iter().map(|p| p.0).min());
+        }
+        match next {
+            Some(t) => {
+                self.now = self.now.max(t);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Steps until `done`, within `max_time` of virtual time; panics on
+    /// livelock or deadline.
+    pub fn drive(&mut self, max_time: Duration, mut done: impl FnMut(&Pair) -> bool) {
+        let deadline = self.now + max_time;
+        let mut last = self.now;
+        let mut stuck = 0;
+        loop {
+            if done(self) {
+                return;
+            }
+            assert!(
+                self.now <= deadline,
+                "not done by {deadline} (virtual); {} unfinished",
+                self.unfinished()
+            );
+            if !self.step() {
+                assert!(
+                    done(self),
+                    "idle but not done: {} unfinished",
+                    self.unfinished()
+                );
+                return;
+            }
+            if self.now == last {
+                stuck += 1;
+                assert!(stuck < 10_000, "livelock at {}", self.now);
+            } else {
+                stuck = 0;
+                last = self.now;
+            }
+        }
+    }
+
+    /// Drives until every queued transaction completed, then until the
+    /// last ACKs arrived and both engines hold no resources (at most 50 ms
+    /// of virtual time more).
+    pub fn run_to_completion(&mut self, max_time: Duration) {
+        self.drive(max_time, |p| p.unfinished() == 0);
+        self.drive(Duration::from_millis(50), |p| {
+            p.nodes.iter().all(|n| {
+                crate::resources::Credit::ALL
+                    .iter()
+                    .all(|&c| n.engine.resources_used(c) == 0)
+            })
+        });
+    }
+
+    fn turn(&mut self, side: usize) {
+        let now = self.now;
+        // Submit what the ULP has, unless told Xoff.
+        let node = &mut self.nodes[side];
+        for conn in 0..node.conns.len() {
+            while !node.xoff[conn] {
+                let Some(transaction) = node.backlog[conn].pop_front() else {
+                    break;
+                };
+                let (kind, tag, len) = (
+                    transaction.kind,
+                    transaction.tag,
+                    match transaction.kind {
+                        TransactionKind::Push => transaction.payload.len(),
+                        TransactionKind::Pull => usize::from(transaction.request_length),
+                    },
+                );
+                match node.engine.submit(now, node.conns[conn], transaction) {
+                    Ok(rsn) => {
+                        let previous = self.expected[side]
+                            .insert((conn, rsn.value()), Expect { kind, tag, len });
+                        assert!(previous.is_none(), "RSN {rsn} assigned twice");
+                    }
+                    Err(rejected) => {
+                        assert!(
+                            matches!(rejected.reason, RejectReason::NoResources(_)),
+                            "{rejected}"
+                        );
+                        let transaction = match kind {
+                            TransactionKind::Push => Transaction::push(tag, rejected.payload),
+                            TransactionKind::Pull => {
+                                Transaction::pull(tag, len as u16, rejected.payload)
+                            }
+                        };
+                        node.backlog[conn].push_front(transaction);
+                        node.xoff[conn] = true;
+                    }
+                }
+            }
+        }
+        // Frames in.
+        let node = &mut self.nodes[side];
+        node.port.rx_burst(now, &mut node.rx, usize::MAX);
+        for mut frame in node.rx.drain(..) {
+            node.engine.handle_packet(now, frame.data_mut());
+            node.port.free(frame);
+        }
+        node.engine.handle_timeout(now);
+        self.run_ulp(side);
+        // Frames out.
+        let node = &mut self.nodes[side];
+        while let Some(mut buf) = node.port.alloc() {
+            let Some(len) = node.engine.poll_transmit(now, buf.buffer_mut()) else {
+                node.port.free(buf);
+                break;
+            };
+            buf.set_len(len);
+            node.tx.push(buf);
+        }
+        node.port.tx_burst(now, &mut node.tx);
+        assert!(node.tx.is_empty(), "loopback line full");
+    }
+
+    fn run_ulp(&mut self, side: usize) {
+        let now = self.now;
+        // Delayed answers that are due.
+        let mut due = Vec::new();
+        let node = &mut self.nodes[side];
+        node.pending.retain(|(at, conn, request)| {
+            if *at <= now {
+                due.push((*conn, request.clone()));
+                false
+            } else {
+                true
+            }
+        });
+        for (conn, request) in due {
+            self.answer(side, conn, request, Answer::Accept);
+        }
+        let node = &mut self.nodes[side];
+        for (conn, rsn, data) in core::mem::take(&mut node.deferred) {
+            if let Err(rejected) = node
+                .engine
+                .submit_pull_data(now, node.conns[conn], rsn, data)
+            {
+                node.deferred.push((conn, rsn, rejected.payload));
+            }
+        }
+        while let Some(event) = self.nodes[side].engine.poll_event() {
+            match event {
+                UlpEvent::Completion(c) => self.on_completion(side, c),
+                UlpEvent::Request(r) => self.on_request(side, r),
+                UlpEvent::Xoff { .. } => self.nodes[side].xoff_events += 1,
+                UlpEvent::Xon { connection } => {
+                    let node = &mut self.nodes[side];
+                    node.xon += 1;
+                    if let Some(i) = node.conns.iter().position(|&c| c == connection) {
+                        node.xoff[i] = false;
+                    }
+                }
+                UlpEvent::ConnectionError { fault, .. } => {
+                    self.nodes[side].connection_errors.push(fault.code());
+                }
+            }
+        }
+        // Xon may have reopened submits: let the next turn submit.
+    }
+
+    fn conn_index(&self, side: usize, handle: ConnectionHandle) -> usize {
+        self.nodes[side]
+            .conns
+            .iter()
+            .position(|&c| c == handle)
+            .expect("event of a known connection")
+    }
+
+    fn on_request(&mut self, side: usize, request: Request) {
+        let conn = self.conn_index(side, request.connection);
+        let peer = 1 - side;
+        let expect = self.expected[peer]
+            .get(&(conn, request.rsn.value()))
+            .unwrap_or_else(|| panic!("request {} nobody submitted", request.rsn))
+            .clone();
+        assert_eq!(request.kind, expect.kind);
+        match expect.kind {
+            TransactionKind::Push => {
+                assert_eq!(
+                    request.payload,
+                    pattern(expect.tag, expect.len),
+                    "push payload of tag {}",
+                    expect.tag
+                );
+            }
+            TransactionKind::Pull => {
+                assert_eq!(usize::from(request.request_length), expect.len);
+                assert_eq!(request.payload, expect.tag.to_le_bytes());
+            }
+        }
+        let node = &mut self.nodes[side];
+        node.log[conn].push((request.rsn, request.redelivery, self.now));
+        if request.redelivery {
+            node.redeliveries += 1;
+        } else {
+            if self.ordering == OrderingMode::Ordered {
+                if let Some(last) = node.deliveries[conn].last() {
+                    assert_eq!(
+                        request.rsn,
+                        last.next(),
+                        "target delivered out of RSN order"
+                    );
+                }
+            } else {
+                assert!(
+                    !node.deliveries[conn].contains(&request.rsn),
+                    "delivered twice"
+                );
+            }
+            node.deliveries[conn].push(request.rsn);
+        }
+        let planned = node
+            .plans
+            .get_mut(&(conn, request.rsn.value()))
+            .and_then(VecDeque::pop_front);
+        // §8.5.3.4: after RNR-NACKing N, an ordered ULP keeps NACKing later
+        // requests until it accepts N.
+        let held_back = match node.rnr_hold[conn] {
+            Some((held, nack))
+                if self.ordering == OrderingMode::Ordered && request.rsn.after(held) =>
+            {
+                Some(nack)
+            }
+            _ => None,
+        };
+        let planned = match held_back {
+            Some(nack) => {
+                if let Some(answers) = planned {
+                    // The plan's answer is for a later delivery.
+                    node.plans
+                        .entry((conn, request.rsn.value()))
+                        .or_default()
+                        .push_front(answers);
+                }
+                Some(Answer::Nack(nack))
+            }
+            None => planned,
+        };
+        if let Some(Answer::Nack(nack @ UlpNack::ReceiverNotReady { .. })) = planned {
+            if node.rnr_hold[conn].is_none() {
+                node.rnr_hold[conn] = Some((request.rsn, nack));
+            }
+        }
+        if matches!(planned, None | Some(Answer::Accept))
+            && node.rnr_hold[conn].is_some_and(|(held, _)| held == request.rsn)
+        {
+            node.rnr_hold[conn] = None;
+        }
+        let answer = match (planned, node.policy[conn]) {
+            (Some(answer), _) => answer,
+            (None, Policy::Immediate) => Answer::Accept,
+            (None, Policy::Delay(d)) => {
+                node.pending.push((self.now + d, conn, request));
+                return;
+            }
+            (None, Policy::Never) => Answer::Ignore,
+        };
+        self.answer(side, conn, request, answer);
+    }
+
+    fn answer(&mut self, side: usize, conn: usize, request: Request, answer: Answer) {
+        let now = self.now;
+        let node = &mut self.nodes[side];
+        let handle = node.conns[conn];
+        match answer {
+            Answer::Ignore => {}
+            Answer::Nack(nack) => {
+                node.nacked[conn].push(request.rsn);
+                node.engine
+                    .ulp_nack(now, handle, request.rsn, nack)
+                    .expect("ulp_nack");
+            }
+            Answer::Accept => match request.kind {
+                TransactionKind::Push => {
+                    node.engine
+                        .ulp_ack(now, handle, request.rsn)
+                        .expect("ulp_ack");
+                    node.engine.recycle(request.payload);
+                }
+                TransactionKind::Pull => {
+                    // Take the request first (PullReqUlpAckd releases its
+                    // network resources), then answer when credits allow:
+                    // holding an unanswered pull while waiting for Pull Data
+                    // credits would tie the network region to the data one.
+                    node.engine
+                        .ulp_ack(now, handle, request.rsn)
+                        .expect("ulp_ack");
+                    let tag =
+                        u64::from_le_bytes(request.payload[..8].try_into().expect("8-byte tag"));
+                    let data = pattern(tag, usize::from(request.request_length));
+                    if let Err(rejected) =
+                        node.engine.submit_pull_data(now, handle, request.rsn, data)
+                    {
+                        // Out of Pull Data credits: a real ULP retries after
+                        // the Xon; this one retries every turn.
+                        assert!(
+                            matches!(rejected.reason, RejectReason::NoResources(_)),
+                            "{rejected}"
+                        );
+                        node.deferred.push((conn, request.rsn, rejected.payload));
+                    }
+                }
+            },
+        }
+    }
+
+    fn on_completion(&mut self, side: usize, completion: Completion) {
+        let conn = self.conn_index(side, completion.connection);
+        let expect = self.expected[side]
+            .get(&(conn, completion.rsn.value()))
+            .unwrap_or_else(|| panic!("completion of unknown {}", completion.rsn))
+            .clone();
+        assert_eq!(completion.tag, expect.tag);
+        assert_eq!(completion.kind, expect.kind);
+        let node = &mut self.nodes[side];
+        let done = &mut node.completions[conn];
+        assert!(
+            !done.iter().any(|c| c.rsn == completion.rsn),
+            "completed twice: {}",
+            completion.rsn
+        );
+        if self.ordering == OrderingMode::Ordered {
+            if let Some(last) = done.last() {
+                assert_eq!(
+                    completion.rsn,
+                    last.rsn.next(),
+                    "completion out of RSN order"
+                );
+            }
+        }
+        if completion.status == CompletionStatus::Ack {
+            match expect.kind {
+                TransactionKind::Push => {
+                    assert!(completion.data.is_empty());
+                    if !completion.request.is_empty() {
+                        assert_eq!(completion.request, pattern(expect.tag, expect.len));
+                    }
+                }
+                TransactionKind::Pull => {
+                    assert_eq!(
+                        completion.data,
+                        pattern(expect.tag, expect.len),
+                        "pull data of tag {}",
+                        expect.tag
+                    );
+                }
+            }
+        }
+        done.push(completion);
+    }
+
+    /// Every completion of `side` has status Ack.
+    pub fn assert_all_ok(&self, side: usize) {
+        for (conn, done) in self.nodes[side].completions.iter().enumerate() {
+            for c in done {
+                assert_eq!(
+                    c.status,
+                    CompletionStatus::Ack,
+                    "conn {conn} {} (tag {})",
+                    c.rsn,
+                    c.tag
+                );
+            }
+        }
+    }
+
+    /// Completions of `side` by status.
+    pub fn statuses(&self, side: usize) -> BTreeMap<&'static str, usize> {
+        let mut map = BTreeMap::new();
+        for done in &self.nodes[side].completions {
+            for c in done {
+                *map.entry(c.status.name()).or_insert(0) += 1;
+            }
+        }
+        map
+    }
+}

@@ -1,0 +1,183 @@
+//! The engine's transmit path (DESIGN.md §3): scheduler pick → delivery
+//! sublayer (gating, PSN, piggy-backed ACK) → Falcon header and payload →
+//! PSP seal in place → Ethernet/IP/UDP.
+//!
+//! Layer: engine. Implements [`Engine::poll_transmit`]: ACKs and NACKs
+//! first, then data by round robin over the active connections (see
+//! [`crate::scheduler`]). The frame is built in the caller's buffer with no
+//! allocation: the header is emitted at its final offset, the payload is
+//! copied once from the transaction's vector, and PSP seals in place with
+//! IV = `now` in picoseconds (DESIGN.md §4; the IV clock keeps it strictly
+//! increasing per SA).
+
+use psp::{TxSa, ICV_LEN};
+
+use crate::delivery::Retransmission;
+use crate::drop::DropReason;
+use crate::engine::Engine;
+use crate::time::Timestamp;
+use crate::transaction::{decode_handle, Role};
+use crate::wire::{FalconRepr, FrameRepr};
+
+impl Engine {
+    /// Builds the next frame to send into `buf` (at least
+    /// [`max_frame_len`](Engine::max_frame_len) bytes) and returns its
+    /// length, or `None` when nothing may be sent now. Call until `None`
+    /// after every input.
+    pub fn poll_transmit(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
+        if buf.len() < self.max_frame_len {
+            self.stats.tx_buffer_too_small += 1;
+            return None;
+        }
+        if let Some(len) = self.poll_ack(now, buf) {
+            return Some(len);
+        }
+        let mut visits = self.data_ring.len();
+        while visits > 0 {
+            visits -= 1;
+            let slot = self.data_ring.front()?;
+            let Some(conn) = self.connections[slot as usize].as_mut() else {
+                self.data_ring.mask_front();
+                continue;
+            };
+            if conn.dead {
+                self.data_ring.mask_front();
+                continue;
+            }
+            conn.initiator.top_up(&mut conn.delivery);
+            conn.target.top_up(&mut conn.delivery);
+            let Some(packet) = conn.delivery.poll_transmit(now) else {
+                // Nothing sendable (empty, out of window, paced): masked
+                // until an input activates it again. A paced packet armed
+                // the pacing release, which the wheel must know.
+                self.data_ring.mask_front();
+                self.arm(slot);
+                continue;
+            };
+            self.data_ring.rotate();
+            let (role, rsn) = match packet.handle {
+                Some(handle) => decode_handle(handle),
+                None => (Role::Initiator, packet_rsn(&packet.repr)),
+            };
+            match packet.retransmission {
+                Some(reason) => {
+                    self.stats.retransmissions += 1;
+                    match reason {
+                        Retransmission::Timeout => self.stats.retransmissions_timeout += 1,
+                        Retransmission::Early => self.stats.retransmissions_early += 1,
+                    }
+                }
+                None if matches!(packet.repr, FalconRepr::Resync(_)) => self.stats.resyncs += 1,
+                None => match role {
+                    Role::Initiator => conn.initiator.on_first_transmit(now, rsn, packet.psn()),
+                    Role::Target => conn.target.on_first_transmit(rsn),
+                },
+            }
+            let payload: &[u8] = match (packet.handle, role) {
+                (None, _) => &[],
+                (Some(_), Role::Initiator) => conn.initiator.payload(rsn).unwrap_or_default(),
+                (Some(_), Role::Target) => conn.target.payload(rsn).unwrap_or_default(),
+            };
+            let result = emit_frame(
+                buf,
+                &conn.frame,
+                conn.tx_sa.as_mut(),
+                &packet.repr,
+                payload,
+                now,
+            );
+            self.arm(slot);
+            match result {
+                Ok(len) => {
+                    self.stats.tx_frames += 1;
+                    self.stats.tx_bytes += len as u64;
+                    return Some(len);
+                }
+                Err(reason) => self.shared.drops.record(reason),
+            }
+        }
+        None
+    }
+
+    /// The next due ACK or NACK of any connection (they skip the data
+    /// round robin).
+    fn poll_ack(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
+        let level = self.buffer_level.level();
+        while let Some(slot) = self.ack_ring.front() {
+            let Some(conn) = self.connections[slot as usize].as_mut() else {
+                self.ack_ring.mask_front();
+                continue;
+            };
+            if conn.dead {
+                self.ack_ring.mask_front();
+                continue;
+            }
+            let Some(repr) = conn.delivery.poll_ack(now, level) else {
+                self.ack_ring.mask_front();
+                continue;
+            };
+            match emit_frame(buf, &conn.frame, conn.tx_sa.as_mut(), &repr, &[], now) {
+                Ok(len) => {
+                    self.stats.tx_frames += 1;
+                    self.stats.tx_acks += 1;
+                    self.stats.tx_bytes += len as u64;
+                    return Some(len);
+                }
+                Err(reason) => self.shared.drops.record(reason),
+            }
+        }
+        None
+    }
+}
+
+/// Writes one frame into `buf`: outer headers, PSP header, the Falcon
+/// header and `payload` (zero-filled if shorter than the header says, which
+/// the transaction sublayer never lets happen), sealed in place.
+fn emit_frame(
+    buf: &mut [u8],
+    frame: &FrameRepr,
+    tx_sa: Option<&mut TxSa>,
+    repr: &FalconRepr,
+    payload: &[u8],
+    now: Timestamp,
+) -> Result<usize, DropReason> {
+    let headroom = frame.header_len();
+    let psp_header = tx_sa.as_ref().map_or(0, |sa| sa.header_len());
+    let falcon_len = repr.buffer_len();
+    let trailer = if tx_sa.is_some() { ICV_LEN } else { 0 };
+    let start = headroom + psp_header;
+    if buf.len() < start + falcon_len + trailer {
+        debug_assert!(false, "frame longer than max_frame_len");
+        return Err(DropReason::TxSealFailed);
+    }
+    let falcon = &mut buf[start..start + falcon_len];
+    repr.emit(falcon);
+    if let Some(range) = repr.payload_range() {
+        let dst = &mut falcon[range];
+        let n = dst.len().min(payload.len());
+        dst[..n].copy_from_slice(&payload[..n]);
+        dst[n..].fill(0);
+    }
+    let udp_payload_len = match tx_sa {
+        Some(sa) => sa
+            .seal(now.iv_picos(), buf, headroom, falcon_len)
+            .map_err(|_| DropReason::TxSealFailed)?
+            .len(),
+        None => falcon_len,
+    };
+    frame
+        .emit(buf, udp_payload_len)
+        .map_err(|_| DropReason::TxSealFailed)?;
+    Ok(headroom + udp_payload_len)
+}
+
+/// The RSN in a packet's header (Resyncs carry the original's).
+fn packet_rsn(repr: &FalconRepr) -> crate::seq::Rsn {
+    match repr {
+        FalconRepr::PullRequest(r) => r.header.rsn,
+        FalconRepr::PullData(r) => r.header.rsn,
+        FalconRepr::PushData(r) => r.header.rsn,
+        FalconRepr::Resync(r) => r.header.rsn,
+        _ => crate::seq::Rsn::new(0),
+    }
+}

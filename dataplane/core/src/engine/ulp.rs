@@ -1,0 +1,159 @@
+//! The ULP commands of the engine (DESIGN.md §5 "ULP interface").
+//!
+//! Layer: engine, boundary to the ULPs. Implements [`Engine::submit`] (the
+//! initiator's push and pull), the target's answers [`Engine::ulp_ack`],
+//! [`Engine::ulp_nack`], [`Engine::submit_pull_data`], and
+//! [`Engine::recycle`]. Each finds the connection, hands the command to the
+//! transaction sublayer and runs the engine's bookkeeping (scheduler,
+//! timers, RUE). Refusals hand the payload back: nothing the ULP hands over
+//! is lost silently.
+
+use crate::delivery::UlpNack;
+use crate::engine::{conn_in, ConnectionHandle, Engine};
+use crate::seq::Rsn;
+use crate::time::Timestamp;
+use crate::transaction::{RejectReason, Rejected, Transaction, UlpCommandError};
+
+impl Engine {
+    /// §8.4.3.1 / §8.4.3.3: a push or pull from the initiator ULP. Returns
+    /// its RSN; the completion comes back as [`UlpEvent::Completion`](crate::transaction::UlpEvent::Completion).
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] with the payload: unknown or dead connection, too long
+    /// for one packet, out of credits (then also an [`UlpEvent::Xoff`](crate::transaction::UlpEvent::Xoff)).
+    pub fn submit(
+        &mut self,
+        now: Timestamp,
+        connection: ConnectionHandle,
+        transaction: Transaction,
+    ) -> Result<Rsn, Rejected> {
+        let reject = |reason, payload| Err(Rejected { reason, payload });
+        let Some(slot) = self.slot(connection) else {
+            return reject(RejectReason::UnknownConnection, transaction.payload);
+        };
+        let Some(conn) = self.connections[slot as usize].as_mut() else {
+            return reject(RejectReason::UnknownConnection, transaction.payload);
+        };
+        if conn.dead {
+            self.shared.stats.rejected += 1;
+            return reject(RejectReason::ConnectionNotAlive, transaction.payload);
+        }
+        let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
+        let rsn = initiator.submit(&mut ctx, transaction)?;
+        self.data_ring.activate(slot);
+        Ok(rsn)
+    }
+
+    /// The target ULP accepted request `rsn` (a Push Data or a Pull
+    /// Request delivered as [`UlpEvent::Request`](crate::transaction::UlpEvent::Request)).
+    ///
+    /// # Errors
+    ///
+    /// [`UlpCommandError`]: unknown or dead connection, or `rsn` not
+    /// awaiting the ULP.
+    pub fn ulp_ack(
+        &mut self,
+        now: Timestamp,
+        connection: ConnectionHandle,
+        rsn: Rsn,
+    ) -> Result<(), UlpCommandError> {
+        let slot = self.live_slot(connection)?;
+        let result = {
+            let conn = conn_in(&mut self.connections, slot);
+            let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+            target.ulp_ack(&mut ctx, rsn)
+        };
+        self.after_ulp_answer(slot);
+        self.finish(now);
+        result
+    }
+
+    /// The target ULP refused request `rsn`: RNR (with its timeout), CIE,
+    /// NRE or invalid CID, each with the ULP's code (OCP Falcon 0.9
+    /// §8.5.3.4–8.5.3.5, §11).
+    ///
+    /// # Errors
+    ///
+    /// [`UlpCommandError`]: unknown or dead connection, `rsn` not awaiting
+    /// the ULP, or no credit for the zero-length Pull Data of a pull's CIE.
+    pub fn ulp_nack(
+        &mut self,
+        now: Timestamp,
+        connection: ConnectionHandle,
+        rsn: Rsn,
+        nack: UlpNack,
+    ) -> Result<(), UlpCommandError> {
+        let slot = self.live_slot(connection)?;
+        let result = {
+            let conn = conn_in(&mut self.connections, slot);
+            let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+            target.ulp_nack(&mut ctx, rsn, nack)
+        };
+        self.after_ulp_answer(slot);
+        self.finish(now);
+        result
+    }
+
+    /// The target ULP's Pull Data for pull `rsn` (implies its ACK of the
+    /// Pull Request). At most the request length.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] with the payload: unknown connection or request,
+    /// longer than requested, out of credits (then also an Xoff).
+    pub fn submit_pull_data(
+        &mut self,
+        now: Timestamp,
+        connection: ConnectionHandle,
+        rsn: Rsn,
+        payload: Vec<u8>,
+    ) -> Result<(), Rejected> {
+        let slot = match self.live_slot(connection) {
+            Ok(slot) => slot,
+            Err(UlpCommandError::ConnectionNotAlive) => {
+                return Err(Rejected {
+                    reason: RejectReason::ConnectionNotAlive,
+                    payload,
+                })
+            }
+            Err(_) => {
+                return Err(Rejected {
+                    reason: RejectReason::UnknownConnection,
+                    payload,
+                })
+            }
+        };
+        let result = {
+            let conn = conn_in(&mut self.connections, slot);
+            let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
+            target.submit_pull_data(&mut ctx, rsn, payload)
+        };
+        self.after_ulp_answer(slot);
+        self.finish(now);
+        result
+    }
+
+    /// Gives a payload vector back to the engine's free list (from a
+    /// [`Request`](crate::transaction::Request) or a
+    /// [`Completion`](crate::transaction::Completion)), so the next received
+    /// payload needs no allocation.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.shared.buffers.give(buf);
+    }
+
+    /// After a target ULP answer: an ACK or NACK may now be due, Pull Data
+    /// may be queued, a timer may have started. (No delivery events or RUE
+    /// events come from an answer, so the full `after_input` is not needed
+    /// on this per-request path.)
+    fn after_ulp_answer(&mut self, slot: u32) {
+        let Some(conn) = self.connections[slot as usize].as_deref() else {
+            return;
+        };
+        if conn.target.has_queued() {
+            self.data_ring.activate(slot);
+        }
+        self.ack_ring.activate(slot);
+        self.arm(slot);
+    }
+}

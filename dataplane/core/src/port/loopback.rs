@@ -1,0 +1,507 @@
+//! An in-process loopback pair of ports, and a fault-injecting wrapper.
+//!
+//! Layer: IO, in memory. Owns [`Loopback`] (two [`LoopbackPort`]s joined by
+//! two one-way delay lines that release frames by virtual time) and
+//! [`FaultInjector`], which wraps any [`Port`] and applies seeded loss,
+//! duplication, reordering and corruption to what it sends (smoltcp's
+//! `phy::FaultInjector`, quinn's test `Pair`). Sans-IO: no clock (`now` is
+//! passed in), no OS randomness (a seed is), no threads. The two ends share
+//! state behind a mutex so each can be handed to its own owner, even on
+//! another thread; a burst takes the lock once.
+//!
+//! It never parses frames: corruption flips bits anywhere, and the engine's
+//! checks (PSP ICV, checksums, parsers) must catch it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use core::time::Duration;
+
+use crate::port::{FrameBuf, PacketBuf, Port, PortCapabilities};
+use crate::random::{Random, SplitMix64};
+use crate::time::Timestamp;
+
+/// Configuration of a [`Loopback`] pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopbackConfig {
+    /// One-way delay of each direction. Default 2 µs.
+    pub one_way_delay: Duration,
+    /// Capacity of every frame buffer, in bytes. Default 9216 (a 9000-byte
+    /// MTU plus headers).
+    pub frame_capacity: usize,
+    /// Buffers the pair may allocate in total (the mempool size); `alloc`
+    /// returns `None` beyond. Default 8192.
+    pub pool_size: usize,
+    /// Frames in flight per direction; `tx_burst` stops when full. Default
+    /// 4096.
+    pub queue_capacity: usize,
+}
+
+impl Default for LoopbackConfig {
+    fn default() -> Self {
+        LoopbackConfig {
+            one_way_delay: Duration::from_micros(2),
+            frame_capacity: 9216,
+            pool_size: 8192,
+            queue_capacity: 4096,
+        }
+    }
+}
+
+/// Counters of one loopback port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoopbackStats {
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Frame bytes sent.
+    pub tx_bytes: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames `tx_burst` left to the caller because the line was full.
+    pub tx_full: u64,
+}
+
+/// A pair of in-memory ports: what one sends, the other receives
+/// `one_way_delay` later, in order.
+#[derive(Debug)]
+pub struct Loopback;
+
+impl Loopback {
+    /// The two ends, A and B.
+    pub fn pair(config: LoopbackConfig) -> (LoopbackPort, LoopbackPort) {
+        let shared = Arc::new(Mutex::new(Shared {
+            lines: [VecDeque::new(), VecDeque::new()],
+            free: Vec::new(),
+            allocated: 0,
+            stats: [LoopbackStats::default(); 2],
+        }));
+        let end = |side| LoopbackPort {
+            shared: Arc::clone(&shared),
+            side,
+            config,
+            cache: Vec::new(),
+        };
+        (end(0), end(1))
+    }
+}
+
+/// One end of a [`Loopback`] pair.
+#[derive(Debug)]
+pub struct LoopbackPort {
+    shared: Arc<Mutex<Shared>>,
+    /// 0 = A (sends on line 0, receives from line 1), 1 = B.
+    side: usize,
+    config: LoopbackConfig,
+    /// Free buffers kept by this end (DPDK's per-core mempool cache): alloc
+    /// and free take the shared lock once per `CACHE_BATCH` buffers.
+    cache: Vec<FrameBuf>,
+}
+
+/// Buffers moved between an end's cache and the shared pool at a time.
+const CACHE_BATCH: usize = 32;
+
+#[derive(Debug)]
+struct Shared {
+    /// `lines[s]` carries what side `s` sends: (release time, frame).
+    lines: [VecDeque<(Timestamp, FrameBuf)>; 2],
+    free: Vec<FrameBuf>,
+    allocated: usize,
+    stats: [LoopbackStats; 2],
+}
+
+impl LoopbackPort {
+    /// This end's counters.
+    pub fn stats(&self) -> LoopbackStats {
+        self.lock().stats[self.side]
+    }
+
+    /// Frames in flight towards this end.
+    pub fn in_flight(&self) -> usize {
+        self.lock().lines[1 - self.side].len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panic while holding the lock leaves plain queues behind, still
+        // consistent: keep using them.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Port for LoopbackPort {
+    type Buf = FrameBuf;
+
+    fn capabilities(&self) -> PortCapabilities {
+        PortCapabilities {
+            max_frame_len: self.config.frame_capacity,
+            rx_checksums_verified: false,
+            psp_inline: false,
+        }
+    }
+
+    fn alloc(&mut self) -> Option<FrameBuf> {
+        if let Some(mut buf) = self.cache.pop() {
+            buf.set_len(0);
+            return Some(buf);
+        }
+        let (capacity, pool) = (self.config.frame_capacity, self.config.pool_size);
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let take = shared.free.len().min(CACHE_BATCH);
+        let at = shared.free.len() - take;
+        self.cache.extend(shared.free.drain(at..));
+        if let Some(mut buf) = self.cache.pop() {
+            buf.set_len(0);
+            return Some(buf);
+        }
+        if shared.allocated >= pool {
+            return None;
+        }
+        shared.allocated += 1;
+        drop(shared);
+        Some(FrameBuf::new(capacity))
+    }
+
+    fn free(&mut self, buf: FrameBuf) {
+        self.cache.push(buf);
+        if self.cache.len() >= 2 * CACHE_BATCH {
+            let at = self.cache.len() - CACHE_BATCH;
+            let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            shared.free.extend(self.cache.drain(at..));
+        }
+    }
+
+    fn rx_burst(&mut self, now: Timestamp, out: &mut Vec<FrameBuf>, max: usize) -> usize {
+        let side = self.side;
+        let mut shared = self.lock();
+        let mut n = 0;
+        while n < max {
+            match shared.lines[1 - side].front() {
+                Some((release, _)) if *release <= now => {}
+                _ => break,
+            }
+            let Some((_, buf)) = shared.lines[1 - side].pop_front() else {
+                break;
+            };
+            out.push(buf);
+            n += 1;
+        }
+        shared.stats[side].rx_frames += n as u64;
+        n
+    }
+
+    fn tx_burst(&mut self, now: Timestamp, frames: &mut Vec<FrameBuf>) -> usize {
+        let (side, capacity) = (self.side, self.config.queue_capacity);
+        let release = now + self.config.one_way_delay;
+        let mut shared = self.lock();
+        let room = capacity.saturating_sub(shared.lines[side].len());
+        let n = room.min(frames.len());
+        let mut bytes = 0u64;
+        for buf in frames.drain(..n) {
+            bytes += buf.len() as u64;
+            shared.lines[side].push_back((release, buf));
+        }
+        let stats = &mut shared.stats[side];
+        stats.tx_frames += n as u64;
+        stats.tx_bytes += bytes;
+        stats.tx_full += frames.len() as u64;
+        n
+    }
+
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        self.lock().lines[1 - self.side]
+            .front()
+            .map(|(release, _)| *release)
+    }
+}
+
+/// Fault probabilities of a [`FaultInjector`], per frame sent, in parts per
+/// million.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Probability a frame is lost.
+    pub loss_ppm: u32,
+    /// Probability a frame is sent twice.
+    pub duplicate_ppm: u32,
+    /// Probability a frame is held back (up to `reorder_delay`), so later
+    /// frames overtake it.
+    pub reorder_ppm: u32,
+    /// Longest extra delay of a reordered frame.
+    pub reorder_delay: Duration,
+    /// Probability one random bit of the frame is flipped.
+    pub corrupt_ppm: u32,
+}
+
+impl Faults {
+    /// Percent to parts per million.
+    pub const fn percent(p: u32) -> u32 {
+        p * 10_000
+    }
+}
+
+/// What a [`FaultInjector`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultStats {
+    /// Frames dropped.
+    pub lost: u64,
+    /// Extra copies sent.
+    pub duplicated: u64,
+    /// Frames held back.
+    pub reordered: u64,
+    /// Frames with a flipped bit.
+    pub corrupted: u64,
+}
+
+/// Wraps a port and applies seeded [`Faults`] to the frames it sends.
+/// Held-back frames are released by virtual time on the next `tx_burst` or
+/// `rx_burst` at or after their release time; [`Port::poll_timeout`]
+/// reports it.
+#[derive(Debug)]
+pub struct FaultInjector<P: Port> {
+    inner: P,
+    /// The fault probabilities (may be changed between bursts).
+    pub faults: Faults,
+    rng: SplitMix64,
+    held: Vec<(Timestamp, P::Buf)>,
+    scratch: Vec<P::Buf>,
+    stats: FaultStats,
+}
+
+impl<P: Port> FaultInjector<P> {
+    /// Wraps `inner` with `faults`, drawing from a generator seeded with
+    /// `seed`.
+    pub fn new(inner: P, faults: Faults, seed: u64) -> Self {
+        FaultInjector {
+            inner,
+            faults,
+            rng: SplitMix64::new(seed),
+            held: Vec::new(),
+            scratch: Vec::new(),
+            stats: FaultStats::default(),
+        }
+    }
+
+    /// What was done so far.
+    pub fn stats(&self) -> FaultStats {
+        self.stats
+    }
+
+    /// The wrapped port.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    /// The wrapped port, mutable.
+    pub fn inner_mut(&mut self) -> &mut P {
+        &mut self.inner
+    }
+
+    /// Frames held back, not yet sent.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Sends the held frames whose release time has come.
+    fn release_held(&mut self, now: Timestamp) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.held.len() {
+            if self.held[i].0 <= now {
+                let (_, buf) = self.held.swap_remove(i);
+                self.scratch.push(buf);
+            } else {
+                i += 1;
+            }
+        }
+        self.flush_scratch(now);
+    }
+
+    /// Hands `scratch` to the inner port; frames it refuses are held again
+    /// for the next burst.
+    fn flush_scratch(&mut self, now: Timestamp) {
+        if self.scratch.is_empty() {
+            return;
+        }
+        self.inner.tx_burst(now, &mut self.scratch);
+        for buf in self.scratch.drain(..) {
+            self.held.push((now, buf));
+        }
+    }
+}
+
+impl<P: Port> Port for FaultInjector<P> {
+    type Buf = P::Buf;
+
+    fn capabilities(&self) -> PortCapabilities {
+        self.inner.capabilities()
+    }
+
+    fn alloc(&mut self) -> Option<P::Buf> {
+        self.inner.alloc()
+    }
+
+    fn free(&mut self, buf: P::Buf) {
+        self.inner.free(buf);
+    }
+
+    fn rx_burst(&mut self, now: Timestamp, out: &mut Vec<P::Buf>, max: usize) -> usize {
+        self.release_held(now);
+        self.inner.rx_burst(now, out, max)
+    }
+
+    fn tx_burst(&mut self, now: Timestamp, frames: &mut Vec<P::Buf>) -> usize {
+        self.release_held(now);
+        let n = frames.len();
+        let faults = self.faults;
+        for mut buf in frames.drain(..) {
+            if self.rng.chance(faults.loss_ppm, 1_000_000) {
+                self.stats.lost += 1;
+                self.inner.free(buf);
+                continue;
+            }
+            if self.rng.chance(faults.corrupt_ppm, 1_000_000) && !buf.is_empty() {
+                let bit = self.rng.below(buf.len() as u32 * 8) as usize;
+                buf.data_mut()[bit / 8] ^= 1 << (bit % 8);
+                self.stats.corrupted += 1;
+            }
+            if self.rng.chance(faults.duplicate_ppm, 1_000_000) {
+                if let Some(mut copy) = self.inner.alloc() {
+                    let len = buf.len().min(copy.capacity());
+                    copy.buffer_mut()[..len].copy_from_slice(&buf.data()[..len]);
+                    copy.set_len(len);
+                    self.stats.duplicated += 1;
+                    self.scratch.push(copy);
+                }
+            }
+            if self.rng.chance(faults.reorder_ppm, 1_000_000) {
+                let extra = u64::try_from(faults.reorder_delay.as_nanos()).unwrap_or(u64::MAX);
+                let extra = self.rng.next_u64() % extra.max(1) + 1;
+                self.stats.reordered += 1;
+                self.held.push((now + Duration::from_nanos(extra), buf));
+                continue;
+            }
+            self.scratch.push(buf);
+        }
+        self.flush_scratch(now);
+        n
+    }
+
+    fn poll_timeout(&self) -> Option<Timestamp> {
+        let held = self.held.iter().map(|(release, _)| *release).min();
+        match (held, self.inner.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(port: &mut impl Port<Buf = FrameBuf>, now: Timestamp, payload: &[u8]) {
+        let mut buf = port.alloc().expect("pool");
+        buf.buffer_mut()[..payload.len()].copy_from_slice(payload);
+        buf.set_len(payload.len());
+        let mut frames = vec![buf];
+        assert_eq!(port.tx_burst(now, &mut frames), 1);
+    }
+
+    fn receive(port: &mut impl Port<Buf = FrameBuf>, now: Timestamp) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        port.rx_burst(now, &mut out, 64);
+        let frames = out.iter().map(|b| b.data().to_vec()).collect();
+        for buf in out {
+            port.free(buf);
+        }
+        frames
+    }
+
+    #[test]
+    fn frames_arrive_after_the_one_way_delay_in_order() {
+        let config = LoopbackConfig {
+            one_way_delay: Duration::from_micros(5),
+            ..LoopbackConfig::default()
+        };
+        let (mut a, mut b) = Loopback::pair(config);
+        let t0 = Timestamp::from_micros(100);
+        send(&mut a, t0, b"one");
+        send(&mut a, t0 + Duration::from_micros(1), b"two");
+        send(&mut b, t0, b"back");
+        assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_micros(5)));
+        assert!(receive(&mut b, t0 + Duration::from_micros(4)).is_empty());
+        assert_eq!(receive(&mut b, t0 + Duration::from_micros(5)), vec![b"one"]);
+        assert_eq!(receive(&mut b, t0 + Duration::from_micros(9)), vec![b"two"]);
+        assert_eq!(
+            receive(&mut a, t0 + Duration::from_micros(9)),
+            vec![b"back"]
+        );
+        assert_eq!(a.stats().tx_frames, 2);
+        assert_eq!(b.stats().rx_frames, 2);
+        assert_eq!(b.poll_timeout(), None);
+    }
+
+    #[test]
+    fn full_line_leaves_frames_with_the_caller_and_pool_is_bounded() {
+        let config = LoopbackConfig {
+            queue_capacity: 2,
+            pool_size: 4,
+            ..LoopbackConfig::default()
+        };
+        let (mut a, _b) = Loopback::pair(config);
+        let mut frames: Vec<FrameBuf> = (0..3).map(|_| a.alloc().unwrap()).collect();
+        assert_eq!(a.tx_burst(Timestamp::ZERO, &mut frames), 2);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(a.stats().tx_full, 1);
+        let last = a.alloc();
+        assert!(last.is_some());
+        assert!(a.alloc().is_none(), "pool of 4 exhausted");
+        a.free(frames.pop().unwrap());
+        assert!(a.alloc().is_some());
+    }
+
+    #[test]
+    fn fault_injector_is_seeded_and_counts() {
+        let run = |seed| {
+            let (a, mut b) = Loopback::pair(LoopbackConfig::default());
+            let faults = Faults {
+                loss_ppm: Faults::percent(10),
+                duplicate_ppm: Faults::percent(10),
+                reorder_ppm: Faults::percent(10),
+                reorder_delay: Duration::from_micros(20),
+                corrupt_ppm: Faults::percent(10),
+            };
+            let mut a = FaultInjector::new(a, faults, seed);
+            let mut t = Timestamp::from_micros(1);
+            for i in 0..1000u32 {
+                send(&mut a, t, &i.to_be_bytes());
+                t = t + Duration::from_micros(1);
+            }
+            t = t + Duration::from_micros(50);
+            a.rx_burst(t, &mut Vec::new(), 0); // releases held frames
+            assert_eq!(a.held(), 0);
+            let mut received = Vec::new();
+            loop {
+                let got = receive(&mut b, t);
+                if got.is_empty() {
+                    break;
+                }
+                received.extend(got);
+            }
+            (a.stats(), received)
+        };
+        let (stats, received) = run(7);
+        assert_eq!(run(7).1, received, "same seed, same frames");
+        assert!((60..140).contains(&stats.lost), "{stats:?}");
+        assert!((60..140).contains(&stats.duplicated), "{stats:?}");
+        assert!((60..140).contains(&stats.reordered), "{stats:?}");
+        assert!((60..140).contains(&stats.corrupted), "{stats:?}");
+        assert_eq!(
+            received.len() as u64,
+            1000 - stats.lost + stats.duplicated,
+            "every frame not lost arrives, copies included"
+        );
+        let in_order = received.windows(2).filter(|w| w[0] <= w[1]).count();
+        assert!(in_order < received.len() - 1, "some frames overtaken");
+    }
+}

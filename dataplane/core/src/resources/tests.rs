@@ -1,0 +1,253 @@
+//! Tests of the resource accounting: the spec's credit tables, each level
+//! of refusal, the HoL zones and dynamic thresholds, and a property test of
+//! reserve/release against a plain oracle.
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn config() -> ResourceConfig {
+    ResourceConfig {
+        cell_size: 100,
+        ..ResourceConfig::tiny(10, 100)
+    }
+}
+
+#[test]
+fn demands_follow_the_spec_tables() {
+    // §8.2.3 table: L = 250 bytes, N = 100 → ceil = 3.
+    let push = Demand::push(250, 100);
+    assert_eq!(
+        Credit::ALL.map(|c| push.get(c)),
+        [1, 3, 1, 0, 0, 0, 0, 0],
+        "Push Data: ReqPktTx 1, ReqBufTx ceil(L/N), ReqPktRx 1"
+    );
+    let pull = Demand::pull_request(20, 250, 100);
+    assert_eq!(Credit::ALL.map(|c| pull.get(c)), [1, 1, 1, 3, 0, 0, 0, 0]);
+    let data = Demand::pull_data(250, 100);
+    assert_eq!(Credit::ALL.map(|c| data.get(c)), [0, 0, 0, 0, 1, 3, 0, 0]);
+    // §8.2.4 table.
+    let net_push = Demand::network_push(250, 100);
+    assert_eq!(
+        Credit::ALL.map(|c| net_push.get(c)),
+        [0, 0, 0, 0, 0, 0, 1, 3]
+    );
+    let net_pull = Demand::network_pull_request();
+    assert_eq!(
+        Credit::ALL.map(|c| net_pull.get(c)),
+        [0, 0, 0, 0, 0, 0, 1, 1]
+    );
+    assert_eq!(push.tx_part().get(Credit::ReqBufTx), 3);
+    assert_eq!(push.tx_part().get(Credit::ReqPktRx), 0);
+    assert_eq!(push.rx_part().get(Credit::ReqPktRx), 1);
+    assert!(Demand::ZERO.is_zero());
+    assert_eq!(Demand::cells(0, 100), 0);
+}
+
+#[test]
+fn ulp_reservations_stop_at_each_level() {
+    let mut resources = Resources::new(ResourceConfig {
+        per_function: CreditLimits::uniform(10, 30),
+        ..config()
+    });
+    let mut a = resources.open_account(Some(CreditLimits::uniform(3, 1000)), 0, 0);
+    let mut b = resources.open_account(None, 0, 0);
+    let push = Demand::push(100, 100);
+    for _ in 0..3 {
+        resources.reserve_ulp(&mut a, &push).unwrap();
+    }
+    assert_eq!(
+        resources.reserve_ulp(&mut a, &push),
+        Err(Shortage {
+            credit: Credit::ReqPktTx,
+            level: Level::Connection
+        })
+    );
+    assert!(!resources.ulp_fits(&a, &push));
+    // b shares function 0, limited to 30 buffer cells: 3 used by a.
+    let big = Demand::push(2_800, 100);
+    assert_eq!(
+        resources.reserve_ulp(&mut b, &big),
+        Err(Shortage {
+            credit: Credit::ReqBufTx,
+            level: Level::Function
+        })
+    );
+    assert_eq!(resources.used(Credit::ReqBufTx), 3, "nothing half-reserved");
+    resources.release(&mut a, &push);
+    assert!(resources.ulp_fits(&a, &push));
+    assert_eq!(a.credits.used(Credit::ReqPktTx), 2);
+}
+
+#[test]
+fn oversubscribed_connections_meet_the_global_counter() {
+    let mut resources = Resources::new(config());
+    let mut accounts: Vec<Account> = (0..3)
+        .map(|_| resources.open_account(Some(CreditLimits::uniform(8, 100)), 0, 0))
+        .collect();
+    let one = Demand::push(1, 100);
+    let mut granted = 0;
+    for i in 0..30 {
+        if resources.reserve_ulp(&mut accounts[i % 3], &one).is_ok() {
+            granted += 1;
+        }
+    }
+    // 3 × 8 credits promised, 10 packets in the pool.
+    assert_eq!(granted, 10);
+    assert_eq!(resources.used(Credit::ReqPktTx), 10);
+}
+
+#[test]
+fn red_zone_admits_only_head_of_line() {
+    let mut resources = Resources::new(ResourceConfig {
+        green_zone_percent: 50,
+        per_connection: CreditLimits::UNLIMITED,
+        isolation_alpha: Alpha(u16::MAX),
+        ..config()
+    });
+    let mut a = resources.open_account(None, 0, 0);
+    let one = Demand::network_pull_request();
+    for _ in 0..5 {
+        resources.reserve_network(&mut a, &one, false).unwrap();
+    }
+    assert_eq!(
+        resources.reserve_network(&mut a, &one, false),
+        Err(Shortage {
+            credit: Credit::NetReqPktRx,
+            level: Level::RedZone
+        })
+    );
+    for _ in 0..5 {
+        resources.reserve_network(&mut a, &one, true).unwrap();
+    }
+    assert_eq!(
+        resources.reserve_network(&mut a, &one, true),
+        Err(Shortage {
+            credit: Credit::NetReqPktRx,
+            level: Level::Global
+        }),
+        "HoL still stops at the hard capacity"
+    );
+}
+
+#[test]
+fn dynamic_threshold_isolates_connections() {
+    let mut resources = Resources::new(ResourceConfig {
+        green_zone_percent: 100,
+        per_connection: CreditLimits::UNLIMITED,
+        ..config()
+    });
+    let mut slow = resources.open_account(None, 0, 0);
+    let mut fast = resources.open_account(None, 0, 0);
+    slow.alpha = Alpha::ONE;
+    let one = Demand::network_pull_request();
+    let mut slow_held = 0;
+    while resources.reserve_network(&mut slow, &one, false).is_ok() {
+        slow_held += 1;
+    }
+    // α = 1 over 10 packets: held ≤ 10 − held → 5.
+    assert_eq!(slow_held, 5);
+    assert_eq!(
+        resources.reserve_network(&mut slow, &one, false),
+        Err(Shortage {
+            credit: Credit::NetReqPktRx,
+            level: Level::DynamicThreshold
+        })
+    );
+    // The other connection still gets room.
+    assert!(resources.reserve_network(&mut fast, &one, false).is_ok());
+    assert!(
+        resources.reserve_network(&mut slow, &one, true).is_ok(),
+        "HoL bypasses"
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Ulp {
+        account: usize,
+        len: usize,
+        pull: bool,
+    },
+    Network {
+        account: usize,
+        len: usize,
+        hol: bool,
+    },
+    Release {
+        index: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0usize..3, 0usize..800, any::<bool>()).prop_map(|(account, len, pull)| Op::Ulp {
+            account,
+            len,
+            pull
+        }),
+        (0usize..3, 0usize..800, any::<bool>()).prop_map(|(account, len, hol)| Op::Network {
+            account,
+            len,
+            hol
+        }),
+        any::<usize>().prop_map(|index| Op::Release { index }),
+    ]
+}
+
+proptest! {
+    /// Reserve/release against an oracle that sums the outstanding demands:
+    /// the global and per-account counters equal the oracle's sums, never
+    /// exceed their capacity, and return to zero when all is released.
+    #[test]
+    fn accounting_matches_the_sum_of_outstanding_demands(ops in proptest::collection::vec(op(), 1..200)) {
+        let config = ResourceConfig {
+            green_zone_percent: 80,
+            ..config()
+        };
+        let mut resources = Resources::new(config);
+        let mut accounts: Vec<Account> = (0..3).map(|i| resources.open_account(None, i % 2, 0)).collect();
+        let mut outstanding: Vec<(usize, Demand)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Ulp { account, len, pull } => {
+                    let demand = if pull {
+                        Demand::pull_request(8, len, config.cell_size)
+                    } else {
+                        Demand::push(len, config.cell_size)
+                    };
+                    if resources.reserve_ulp(&mut accounts[account], &demand).is_ok() {
+                        outstanding.push((account, demand));
+                    }
+                }
+                Op::Network { account, len, hol } => {
+                    let demand = Demand::network_push(len, config.cell_size);
+                    if resources.reserve_network(&mut accounts[account], &demand, hol).is_ok() {
+                        outstanding.push((account, demand));
+                    }
+                }
+                Op::Release { index } => {
+                    if !outstanding.is_empty() {
+                        let (account, demand) = outstanding.swap_remove(index % outstanding.len());
+                        resources.release(&mut accounts[account], &demand);
+                    }
+                }
+            }
+            for credit in Credit::ALL {
+                let total: u32 = outstanding.iter().map(|(_, d)| d.get(credit)).sum();
+                prop_assert_eq!(resources.used(credit), total);
+                prop_assert!(total <= config.capacity(credit));
+                for (i, account) in accounts.iter().enumerate() {
+                    let mine: u32 = outstanding.iter().filter(|(a, _)| *a == i).map(|(_, d)| d.get(credit)).sum();
+                    prop_assert_eq!(account.credits.used(credit), mine);
+                }
+            }
+        }
+        for (account, demand) in outstanding.drain(..) {
+            resources.release(&mut accounts[account], &demand);
+        }
+        for credit in Credit::ALL {
+            prop_assert_eq!(resources.used(credit), 0);
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! The initiator side of a connection's transaction sublayer (OCP Falcon
+//! 0.9 §8.4).
+//!
+//! Layer: transaction sublayer. Owns the initiator variables BRSN (oldest
+//! transaction not completed to the ULP) and NRSN (next RSN to assign), the
+//! per-transaction state of §8.4.1's table, the queues of Pull Requests and
+//! Push Data not yet handed to the delivery sublayer, the transaction
+//! soft-state timeouts, and completion ordering (§8.4.2: in RSN order on
+//! ordered connections, interleaving push completions with Pull Data). It
+//! never builds a packet (the delivery sublayer does) and never panics on
+//! packet input.
+
+use std::collections::VecDeque;
+
+use core::time::Duration;
+
+use crate::delivery::{
+    Arrival, DeliveryConnection, OrderingMode, OutgoingPacket, PacketKind, SentKind, SubmitError,
+};
+use crate::drop::DropReason;
+use crate::resources::Demand;
+use crate::seq::{Psn, Rsn};
+use crate::time::Timestamp;
+use crate::transaction::ulp::{
+    Completion, CompletionStatus, RejectReason, Rejected, Transaction, TransactionKind, UlpEvent,
+};
+use crate::transaction::{payload_handle, Ctx, Role};
+use crate::wire::{NackCode, ResyncCode};
+
+/// Initiator transaction states (OCP Falcon 0.9 §8.4.1, table p.47–48).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InitiatorState {
+    /// Pull request received from the ULP.
+    PullReqUlpRx,
+    /// Pull Request packet sent to the target.
+    PullReqTx,
+    /// Pull Request packet ACKed by the target.
+    PullReqAckd,
+    /// Pull Data packet received from the target.
+    PullDataRx,
+    /// Pull Data delivered to the ULP (the completion).
+    PullDataUlpTx,
+    /// Push transaction received from the ULP.
+    PushReqUlpRx,
+    /// Push Data packet sent to the target.
+    PushDataTx,
+    /// Push Data packet ACKed by the target (its ULP accepted it).
+    PushDataAckd,
+    /// Push completion delivered to the ULP.
+    PushCplTx,
+}
+
+/// One outstanding transaction.
+#[derive(Debug)]
+struct Slot {
+    state: InitiatorState,
+    kind: TransactionKind,
+    tag: u64,
+    request_length: u16,
+    /// The submitted payload, kept for retransmissions.
+    request: Vec<u8>,
+    /// Pull Data received.
+    data: Vec<u8>,
+    demand: Demand,
+    /// The Tx part of `demand` is held: the packet, or the Resync that
+    /// replaced it, is queued or in the retransmit buffer.
+    tx_held: bool,
+    /// The PSN, once sent.
+    psn: Option<Psn>,
+    /// When it was first sent (its soft-state timeout runs from here).
+    sent_at: Option<Timestamp>,
+    /// A NACK's outcome, waiting for the ACK of the Resync that replaced
+    /// the packet.
+    nacked: Option<(CompletionStatus, u8)>,
+    /// The known outcome; completes when ordering allows.
+    outcome: Option<(CompletionStatus, u8)>,
+    /// The completion went to the ULP.
+    completed: bool,
+}
+
+/// The initiator of one connection.
+#[derive(Debug)]
+pub struct Initiator {
+    ordering: OrderingMode,
+    /// RSN of `slots[0]`.
+    retired: Rsn,
+    /// BRSN: the oldest RSN not yet completed to the ULP (§8.4.1).
+    brsn: Rsn,
+    /// NRSN: the next RSN to assign (§8.4.1).
+    nrsn: Rsn,
+    slots: VecDeque<Slot>,
+    /// Pull Requests not yet handed to the delivery sublayer (RSN order).
+    pull_requests: VecDeque<Rsn>,
+    /// Push Data not yet handed to the delivery sublayer (RSN order).
+    pushes: VecDeque<Rsn>,
+    /// Handed to the delivery sublayer and not yet sent: [pull, push].
+    in_delivery: [u32; 2],
+    /// The transaction timeout (from the first transmission).
+    timeout: Duration,
+    /// When the next timeout sweep is due: the earliest deadline of the
+    /// transactions sent and not finished (exact after a sweep; a lower
+    /// bound otherwise). Sweeps scan the outstanding ring, so the timer
+    /// state is bounded by the credits, not by the transaction rate.
+    sweep_at: Option<Timestamp>,
+    /// The earliest deadline added since the engine last looked
+    /// ([`take_new_deadline`](Self::take_new_deadline)).
+    new_deadline: Option<Timestamp>,
+}
+
+impl Initiator {
+    /// An initiator whose first RSN is `first_rsn` (set by the CM, §8.4.1),
+    /// timing transactions out `timeout` after their first transmission.
+    pub fn new(ordering: OrderingMode, first_rsn: Rsn, timeout: Duration) -> Self {
+        Initiator {
+            ordering,
+            retired: first_rsn,
+            brsn: first_rsn,
+            nrsn: first_rsn,
+            slots: VecDeque::new(),
+            pull_requests: VecDeque::new(),
+            pushes: VecDeque::new(),
+            in_delivery: [0; 2],
+            timeout,
+            sweep_at: None,
+            new_deadline: None,
+        }
+    }
+
+    /// §8.4.3.1 / §8.4.3.3: a ULP push or pull. Checks the length, assigns
+    /// resources (all of the transaction's, Pull Data's Rx included), then
+    /// RSN = NRSN, NRSN + 1, and queues it for the connection scheduler.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] with the payload: too long, or out of credits (the ULP
+    /// also gets an Xoff).
+    pub fn submit(&mut self, ctx: &mut Ctx<'_>, transaction: Transaction) -> Result<Rsn, Rejected> {
+        let max = ctx.shared.config.max_payload;
+        let cell = ctx.shared.resources.config().cell_size;
+        let too_long = match transaction.kind {
+            TransactionKind::Push => transaction.payload.len() > max,
+            TransactionKind::Pull => {
+                usize::from(transaction.request_length) > max || transaction.payload.len() > max
+            }
+        };
+        if too_long {
+            ctx.shared.stats.rejected += 1;
+            return Err(Rejected {
+                reason: RejectReason::PayloadTooLong { max },
+                payload: transaction.payload,
+            });
+        }
+        let (demand, request_length) = match transaction.kind {
+            TransactionKind::Push => {
+                let len = transaction.payload.len();
+                // Invariant: max_payload ≤ u16::MAX (engine config), so len fits.
+                (Demand::push(len, cell), len as u16)
+            }
+            TransactionKind::Pull => (
+                Demand::pull_request(
+                    transaction.payload.len(),
+                    usize::from(transaction.request_length),
+                    cell,
+                ),
+                transaction.request_length,
+            ),
+        };
+        if let Err(shortage) = ctx.shared.resources.reserve_ulp(ctx.account, &demand) {
+            ctx.shared.stats.rejected += 1;
+            ctx.xoff();
+            return Err(Rejected {
+                reason: RejectReason::NoResources(shortage),
+                payload: transaction.payload,
+            });
+        }
+        let rsn = self.nrsn;
+        self.nrsn = rsn.next();
+        let state = match transaction.kind {
+            TransactionKind::Push => {
+                ctx.shared.stats.pushes_submitted += 1;
+                self.pushes.push_back(rsn);
+                InitiatorState::PushReqUlpRx
+            }
+            TransactionKind::Pull => {
+                ctx.shared.stats.pulls_submitted += 1;
+                self.pull_requests.push_back(rsn);
+                InitiatorState::PullReqUlpRx
+            }
+        };
+        self.slots.push_back(Slot {
+            state,
+            kind: transaction.kind,
+            tag: transaction.tag,
+            request_length,
+            request: transaction.payload,
+            data: Vec::new(),
+            demand,
+            tx_held: true,
+            psn: None,
+            sent_at: None,
+            nacked: None,
+            outcome: None,
+            completed: false,
+        });
+        Ok(rsn)
+    }
+
+    /// Hands the heads of the Pull Request and Push Data queues to the
+    /// delivery sublayer, one of each kind at a time: the delivery
+    /// sublayer's transmit pick then chooses between them (RSN order on
+    /// ordered connections, §9.1.3; round robin otherwise), and this layer
+    /// keeps the rest until the scheduler turns to the connection again.
+    pub fn top_up(&mut self, delivery: &mut DeliveryConnection) {
+        for (i, kind) in [(0, PacketKind::PullRequest), (1, PacketKind::PushData)] {
+            if self.in_delivery[i] > 0 {
+                continue;
+            }
+            let queue = if i == 0 {
+                &self.pull_requests
+            } else {
+                &self.pushes
+            };
+            let Some(&rsn) = queue.front() else {
+                continue;
+            };
+            let Some(index) = self.index(rsn) else {
+                continue;
+            };
+            let slot = &self.slots[index];
+            // Invariant: payloads are checked against max_payload ≤ u16::MAX.
+            let payload_len = slot.request.len() as u16;
+            let packet = OutgoingPacket {
+                kind,
+                rsn,
+                request_length: slot.request_length,
+                payload_len,
+                handle: payload_handle(Role::Initiator, rsn),
+            };
+            match delivery.submit(packet) {
+                Ok(()) => {
+                    if i == 0 {
+                        self.pull_requests.pop_front();
+                    } else {
+                        self.pushes.pop_front();
+                    }
+                    self.in_delivery[i] += 1;
+                }
+                Err(SubmitError::QueueFull | SubmitError::ConnectionNotAlive) => return,
+                Err(SubmitError::LengthMismatch) => {
+                    debug_assert!(false, "push built with request length = payload length");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether transactions wait in this layer's queues.
+    pub fn has_queued(&self) -> bool {
+        !self.pull_requests.is_empty() || !self.pushes.is_empty()
+    }
+
+    /// The first transmission of our Pull Request or Push Data `rsn` left
+    /// with `psn` (states PullReqTx / PushDataTx, §8.4.3); its soft-state
+    /// timeout starts.
+    pub fn on_first_transmit(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) {
+        let Some(index) = self.index(rsn) else {
+            return;
+        };
+        let slot = &mut self.slots[index];
+        let i = usize::from(slot.kind == TransactionKind::Push);
+        self.in_delivery[i] = self.in_delivery[i].saturating_sub(1);
+        slot.psn = Some(psn);
+        slot.state = match slot.kind {
+            TransactionKind::Pull => InitiatorState::PullReqTx,
+            TransactionKind::Push => InitiatorState::PushDataTx,
+        };
+        slot.sent_at = Some(now);
+        if self.sweep_at.is_none() {
+            let deadline = now.saturating_add(self.timeout);
+            self.sweep_at = Some(deadline);
+            self.new_deadline = Some(deadline);
+        }
+    }
+
+    /// The earliest deadline added since the last call (the engine re-arms
+    /// its wheel entry only when something earlier than it appeared).
+    pub fn take_new_deadline(&mut self) -> Option<Timestamp> {
+        self.new_deadline.take()
+    }
+
+    /// The payload of our packet `rsn` (for building it).
+    pub fn payload(&self, rsn: Rsn) -> Option<&[u8]> {
+        self.index(rsn).map(|i| self.slots[i].request.as_slice())
+    }
+
+    /// Our packet for `rsn` (or the Resync that replaced it) was
+    /// acknowledged: it left the retransmit buffer.
+    pub fn on_acked(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
+        let Some(index) = self.index(rsn) else {
+            return;
+        };
+        let slot = &mut self.slots[index];
+        match sent {
+            SentKind::Transaction(PacketKind::PullRequest) => {
+                if slot.state == InitiatorState::PullReqTx {
+                    slot.state = InitiatorState::PullReqAckd;
+                }
+            }
+            SentKind::Transaction(PacketKind::PushData) => {
+                if slot.outcome.is_none() {
+                    // §8.4.3.3: ACKed by the target (its ULP accepted it).
+                    slot.state = InitiatorState::PushDataAckd;
+                    slot.outcome = Some((CompletionStatus::Ack, 0));
+                }
+            }
+            SentKind::Resync { .. } => {
+                // §9.3.3.5 (CIE NACK): the push completes in error once the
+                // Resync moved the target's window on.
+                if let Some(nacked) = slot.nacked.take() {
+                    slot.outcome.get_or_insert(nacked);
+                }
+            }
+            SentKind::Transaction(PacketKind::PullData) => return,
+        }
+        if slot.tx_held {
+            slot.tx_held = false;
+            let tx = slot.demand.tx_part();
+            if slot.completed {
+                let request = core::mem::take(&mut slot.request);
+                ctx.shared.buffers.give(request);
+            }
+            ctx.release(&tx);
+        }
+        self.settle(ctx, rsn);
+    }
+
+    /// The target NACKed our packet `rsn` with CIE, NRE, invalid CID or xLR
+    /// drop; the delivery sublayer is resyncing it (§9.2.4, §11).
+    pub fn on_nacked(&mut self, rsn: Rsn, code: NackCode, ulp_nack_code: u8) {
+        let Some(index) = self.index(rsn) else {
+            return;
+        };
+        // §11 initiator table: the completion code of each remote NACK.
+        let status = match code {
+            NackCode::UlpCompletionInError => CompletionStatus::TargetCompletionInError,
+            NackCode::UlpNonRecoverableError => CompletionStatus::TargetNonRecoverableError,
+            NackCode::InvalidCid => CompletionStatus::TargetInvalidCid,
+            _ => CompletionStatus::RemoteError,
+        };
+        self.slots[index].nacked = Some((status, ulp_nack_code));
+    }
+
+    /// The delivery sublayer gave up on our packet `rsn` (Max Retransmit
+    /// Attempts; a Resync 0x3 takes its PSN): kCmplLocalTO (§11 footnote 1).
+    pub fn on_exhausted(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        let Some(index) = self.index(rsn) else {
+            return;
+        };
+        let slot = &mut self.slots[index];
+        if slot.outcome.is_none() && !slot.completed {
+            slot.outcome = Some((CompletionStatus::LocalTimeout, 0));
+            ctx.shared.stats.timeouts += 1;
+        }
+        self.settle(ctx, rsn);
+    }
+
+    /// The target resynced its Pull Data for our pull `rsn` away: it will
+    /// never come (kCmplRemoteErr).
+    pub fn on_pull_data_resynced(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        let Some(index) = self.index(rsn) else {
+            return;
+        };
+        let slot = &mut self.slots[index];
+        if slot.kind == TransactionKind::Pull && slot.outcome.is_none() && !slot.completed {
+            slot.outcome = Some((CompletionStatus::RemoteError, 0));
+        }
+        self.settle(ctx, rsn);
+    }
+
+    /// §8.4.3.2: Pull Data arrived. Match its RSN against the outstanding
+    /// pulls, take it (into the Rx resources the Pull Request reserved),
+    /// and complete in RSN order. Unmatched Pull Data is acknowledged and
+    /// dropped (see the module decisions).
+    pub fn on_pull_data(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: &[u8]) {
+        let rsn = arrival.rsn;
+        let matched = self.index(rsn).filter(|&i| {
+            let slot = &self.slots[i];
+            slot.kind == TransactionKind::Pull
+                && slot.outcome.is_none()
+                && !slot.completed
+                && matches!(
+                    slot.state,
+                    InitiatorState::PullReqTx | InitiatorState::PullReqAckd
+                )
+        });
+        let admitted = ctx.delivery.admit(ctx.now, arrival);
+        let Some(index) = matched else {
+            ctx.shared.drops.record(DropReason::UnmatchedPullData);
+            return;
+        };
+        if let Err(reason) = admitted {
+            ctx.shared.drops.record(reason);
+            return;
+        }
+        let slot = &mut self.slots[index];
+        slot.state = InitiatorState::PullDataRx;
+        slot.outcome = Some(if payload.len() > usize::from(slot.request_length) {
+            (CompletionStatus::OperationError, 0)
+        } else if payload.is_empty() && slot.request_length > 0 {
+            // §8.5.3.5: the target ULP completes a pull in error with a
+            // zero-length Pull Data.
+            (CompletionStatus::TargetCompletionInError, 0)
+        } else {
+            slot.data = ctx.shared.buffers.copy_of(payload);
+            (CompletionStatus::Ack, 0)
+        });
+        self.settle(ctx, rsn);
+    }
+
+    /// Transaction timeouts due at `now` (§11 initiator table: kCmplLocalTO,
+    /// Rx resources reclaimed). A packet still in the retransmit buffer is
+    /// replaced by a Resync (0x4) so the target skips the RSN.
+    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        if self.sweep_at.map_or(true, |at| at > ctx.now) {
+            return;
+        }
+        let mut next: Option<Timestamp> = None;
+        let mut index = 0;
+        while index < self.slots.len() {
+            let slot = &mut self.slots[index];
+            index += 1;
+            let Some(sent_at) = slot.sent_at else {
+                continue;
+            };
+            if slot.outcome.is_some() || slot.completed {
+                continue;
+            }
+            let deadline = sent_at.saturating_add(self.timeout);
+            if deadline > ctx.now {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                continue;
+            }
+            if slot.tx_held && slot.nacked.is_none() {
+                if let Some(psn) = slot.psn {
+                    let window = match slot.kind {
+                        TransactionKind::Pull => PacketKind::PullRequest.window(),
+                        TransactionKind::Push => PacketKind::PushData.window(),
+                    };
+                    // Not outstanding any more (acknowledged, already a
+                    // Resync): nothing to replace.
+                    let _ = ctx
+                        .delivery
+                        .resync(window, psn, ResyncCode::TransactionTimedOut);
+                }
+            }
+            slot.outcome = Some((CompletionStatus::LocalTimeout, 0));
+            ctx.shared.stats.timeouts += 1;
+            let rsn = self.retired.wrapping_add(index as u32 - 1);
+            let before = self.slots.len();
+            self.settle(ctx, rsn);
+            // Settling may retire slots at the front (this one, and finished
+            // ones after it): keep the position among the rest.
+            index = index.saturating_sub(before - self.slots.len());
+        }
+        self.sweep_at = next;
+    }
+
+    /// The next timeout sweep.
+    pub fn next_deadline(&mut self) -> Option<Timestamp> {
+        self.sweep_at
+    }
+
+    /// The connection died: every transaction not yet completed completes
+    /// with kCmplDeadConn (in RSN order), and all its resources return
+    /// (§11: "Connection not alive ... reclaim").
+    pub fn fail_all(&mut self, ctx: &mut Ctx<'_>) {
+        self.pull_requests.clear();
+        self.pushes.clear();
+        self.in_delivery = [0; 2];
+        self.sweep_at = None;
+        for slot in self.slots.iter_mut() {
+            if slot.tx_held {
+                slot.tx_held = false;
+                let tx = slot.demand.tx_part();
+                ctx.release(&tx);
+            }
+            if !slot.completed && slot.outcome.is_none() {
+                slot.outcome = Some((CompletionStatus::DeadConnection, 0));
+            }
+        }
+        let mut rsn = self.brsn;
+        while rsn != self.nrsn {
+            self.settle(ctx, rsn);
+            rsn = rsn.next();
+        }
+    }
+
+    /// BRSN and NRSN.
+    pub fn rsns(&self) -> (Rsn, Rsn) {
+        (self.brsn, self.nrsn)
+    }
+
+    /// Transactions submitted and not yet completed to the ULP.
+    pub fn outstanding(&self) -> u32 {
+        self.brsn.distance(self.nrsn)
+    }
+
+    /// The state of transaction `rsn`, if it is still tracked.
+    pub fn state(&self, rsn: Rsn) -> Option<InitiatorState> {
+        self.index(rsn).map(|i| self.slots[i].state)
+    }
+
+    /// Completes what can be completed after `rsn` changed: on ordered
+    /// connections every transaction from BRSN on that has an outcome, in
+    /// RSN order (§8.4.2); on unordered ones `rsn` itself. Then retires the
+    /// finished slots at the front.
+    fn settle(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        match self.ordering {
+            OrderingMode::Ordered => {
+                while let Some(index) = self.index(self.brsn) {
+                    let slot = &self.slots[index];
+                    if !slot.completed && slot.outcome.is_none() {
+                        break;
+                    }
+                    self.complete(ctx, index);
+                    self.brsn = self.brsn.next();
+                }
+            }
+            OrderingMode::Unordered => {
+                if let Some(index) = self.index(rsn) {
+                    self.complete(ctx, index);
+                }
+                while let Some(index) = self.index(self.brsn) {
+                    if !self.slots[index].completed {
+                        break;
+                    }
+                    self.brsn = self.brsn.next();
+                }
+            }
+        }
+        while let Some(front) = self.slots.front() {
+            if !front.completed || front.tx_held {
+                break;
+            }
+            if let Some(front) = self.slots.pop_front() {
+                ctx.shared.buffers.give(front.request);
+            }
+            self.retired = self.retired.next();
+        }
+    }
+
+    /// Hands slot `index`'s completion to the ULP if it has an outcome and
+    /// has not completed (PushCplTx / PullDataUlpTx), releasing its Rx
+    /// resources.
+    fn complete(&mut self, ctx: &mut Ctx<'_>, index: usize) {
+        let rsn = self.retired.wrapping_add(index as u32);
+        let slot = &mut self.slots[index];
+        if slot.completed {
+            return;
+        }
+        let Some((status, ulp_nack_code)) = slot.outcome else {
+            return;
+        };
+        slot.completed = true;
+        slot.state = match slot.kind {
+            TransactionKind::Pull => InitiatorState::PullDataUlpTx,
+            TransactionKind::Push => InitiatorState::PushCplTx,
+        };
+        // The request goes back to the ULP unless a retransmission may still
+        // copy from it.
+        let request = if slot.tx_held {
+            Vec::new()
+        } else {
+            core::mem::take(&mut slot.request)
+        };
+        let data = core::mem::take(&mut slot.data);
+        let stats = &mut ctx.shared.stats;
+        stats.completions[usize::from(status.code())] += 1;
+        if status.is_ok() {
+            match slot.kind {
+                TransactionKind::Push => {
+                    stats.push_bytes_completed += u64::from(slot.request_length)
+                }
+                TransactionKind::Pull => stats.pull_bytes_completed += data.len() as u64,
+            }
+        }
+        let event = UlpEvent::Completion(Completion {
+            connection: ctx.connection,
+            rsn,
+            tag: slot.tag,
+            kind: slot.kind,
+            status,
+            ulp_nack_code,
+            data,
+            request,
+        });
+        let rx = slot.demand.rx_part();
+        ctx.release(&rx);
+        ctx.shared.events.push_back(event);
+    }
+
+    fn index(&self, rsn: Rsn) -> Option<usize> {
+        let offset = rsn.offset_from(self.retired);
+        (offset >= 0 && (offset as usize) < self.slots.len()).then_some(offset as usize)
+    }
+}

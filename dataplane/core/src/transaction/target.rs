@@ -1,0 +1,708 @@
+//! The target side of a connection's transaction sublayer (OCP Falcon 0.9
+//! §8.5).
+//!
+//! Layer: transaction sublayer. Owns the target variables BRSN (the base of
+//! the RSN ring: oldest request not finished) and NRSN (next RSN to deliver
+//! on an ordered connection), the per-request state of §8.5.1's table, the
+//! network-request admission of arrivals (HoL, credits; a refusal is a
+//! resource NACK), reordering by RSN (§8.5.2), the ULP's answers (ACK, RNR,
+//! CIE, NRE, invalid CID; §8.5.3.4–8.5.3.5, §11 target table), Pull Data
+//! and its queue, pull RNR redelivery timers and the soft-state reclaim of
+//! requests the ULP never answers. Never builds a packet; never panics on
+//! packet input (an RSN outside the ring or a repeated RSN is a counted drop
+//! and a connection error event).
+
+use std::collections::VecDeque;
+
+use core::time::Duration;
+
+use crate::delivery::{Arrival, OrderingMode, OutgoingPacket, PacketKind, Refusal, UlpNack};
+use crate::drop::DropReason;
+use crate::resources::Demand;
+use crate::seq::{Psn, Rsn};
+use crate::time::Timestamp;
+use crate::transaction::ulp::{
+    ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
+};
+use crate::transaction::{payload_handle, Ctx, Role};
+
+/// Target request states (OCP Falcon 0.9 §8.5.1, table p.51), plus the
+/// ring's own states (`Unseen`, `Skipped`) and the RNR and NACK outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TargetState {
+    /// Not arrived yet: a hole in the RSN ring.
+    Unseen,
+    /// Pull Request received from the network (held until its turn).
+    PullReqRx,
+    /// Pull Request delivered to the ULP.
+    PullReqUlpTx,
+    /// Pull Request ACKed by the ULP.
+    PullReqUlpAckd,
+    /// Pull Data received from the ULP.
+    PullDataUlpRx,
+    /// Pull Data sent to the initiator.
+    PullDataTx,
+    /// Pull Data ACKed by the initiator: finished.
+    PullDataAckd,
+    /// Push Data received from the network (held until its turn).
+    PushDataRx,
+    /// Push Data delivered to the ULP.
+    PushReqUlpTx,
+    /// Push Data ACKed by the ULP: finished.
+    PushReqUlpAckd,
+    /// The ULP RNR-NACKed a pull: redelivered after its timeout (§8.5.3.4).
+    PullReqRnrWait,
+    /// The ULP RNR-NACKed a push: redelivered when the initiator
+    /// retransmits it (§8.5.3.4, §11 target table).
+    PushDataRnrWait,
+    /// The ULP NACKed it (CIE, NRE, invalid CID): finished.
+    Nacked,
+    /// The initiator resynced this RSN away: finished.
+    Skipped,
+}
+
+impl TargetState {
+    const fn is_finished(self) -> bool {
+        matches!(
+            self,
+            TargetState::PullDataAckd
+                | TargetState::PushReqUlpAckd
+                | TargetState::Nacked
+                | TargetState::Skipped
+        )
+    }
+
+    /// Received and waiting for its turn to be delivered.
+    const fn is_held(self) -> bool {
+        matches!(self, TargetState::PullReqRx | TargetState::PushDataRx)
+    }
+
+    /// Delivered and awaiting the ULP's answer.
+    const fn awaits_ulp(self) -> bool {
+        matches!(self, TargetState::PullReqUlpTx | TargetState::PushReqUlpTx)
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    state: TargetState,
+    kind: TransactionKind,
+    psn: Psn,
+    request_length: u16,
+    /// The received payload until delivered; then the Pull Data until it is
+    /// acknowledged.
+    payload: Vec<u8>,
+    /// Network-request resources held (§8.2.4).
+    network: Demand,
+    /// ULP-data resources held by the Pull Data.
+    data: Demand,
+    /// Delivered again after an RNR NACK.
+    redelivery: bool,
+    /// When it was (last) delivered to the ULP.
+    delivered_at: Timestamp,
+}
+
+impl Slot {
+    const fn unseen() -> Self {
+        Slot {
+            state: TargetState::Unseen,
+            kind: TransactionKind::Push,
+            psn: Psn::new(0),
+            request_length: 0,
+            payload: Vec::new(),
+            network: Demand::ZERO,
+            data: Demand::ZERO,
+            redelivery: false,
+            delivered_at: Timestamp::ZERO,
+        }
+    }
+}
+
+/// The target of one connection.
+#[derive(Debug)]
+pub struct Target {
+    ordering: OrderingMode,
+    /// RSN of `slots[0]`: the oldest request not finished (§8.5.1 BRSN).
+    base: Rsn,
+    /// NRSN: the next RSN to deliver on an ordered connection (§8.5.1).
+    next: Rsn,
+    slots: VecDeque<Slot>,
+    /// Ordered: RNR-NACKed requests not yet accepted on redelivery; while
+    /// any, only the lowest of them is delivered (§8.5.3.4).
+    blocked: Vec<Rsn>,
+    /// Pull RNR redeliveries: (when, RSN).
+    rnr_timers: Vec<(Timestamp, Rsn)>,
+    /// Pull Data not yet handed to the delivery sublayer.
+    pull_data: VecDeque<Rsn>,
+    /// Pull Data handed to the delivery sublayer and not yet sent.
+    in_delivery: u32,
+    /// Network resources of a request the ULP has not answered this long
+    /// after its delivery are reclaimed.
+    timeout: Duration,
+    /// When the next reclaim sweep is due (the earliest deadline of the
+    /// delivered, unanswered requests holding resources; a lower bound
+    /// between sweeps). Sweeps scan the ring: bounded state.
+    sweep_at: Option<Timestamp>,
+    /// The earliest deadline added since the engine last looked.
+    new_deadline: Option<Timestamp>,
+}
+
+impl Target {
+    /// A target whose first expected RSN is `first_rsn` (set by the CM),
+    /// reclaiming unanswered requests' resources after `timeout`.
+    pub fn new(ordering: OrderingMode, first_rsn: Rsn, timeout: Duration) -> Self {
+        Target {
+            ordering,
+            base: first_rsn,
+            next: first_rsn,
+            slots: VecDeque::new(),
+            blocked: Vec::new(),
+            rnr_timers: Vec::new(),
+            pull_data: VecDeque::new(),
+            in_delivery: 0,
+            timeout,
+            sweep_at: None,
+            new_deadline: None,
+        }
+    }
+
+    /// §8.5.3.1 / §8.5.3.3: a Pull Request or Push Data arrived from the
+    /// network. Allocate network-request resources (refused: resource NACK,
+    /// the packet is dropped and retransmitted), take it, and deliver it —
+    /// in RSN order on an ordered connection.
+    pub fn on_request(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: &[u8]) {
+        let rsn = arrival.rsn;
+        let offset = rsn.offset_from(self.base);
+        if offset < 0 || offset as u32 >= ctx.shared.config.max_rsn_span {
+            self.fault(
+                ctx,
+                DropReason::RsnOutOfRange,
+                ConnectionFault::RsnOutOfRange {
+                    rsn,
+                    base: self.base,
+                },
+            );
+            return;
+        }
+        let index = offset as usize;
+        while self.slots.len() <= index {
+            self.slots.push_back(Slot::unseen());
+        }
+        let kind = match arrival.kind {
+            PacketKind::PushData => TransactionKind::Push,
+            _ => TransactionKind::Pull,
+        };
+        match self.slots[index].state {
+            TargetState::Unseen => {}
+            TargetState::PushDataRnrWait if kind == TransactionKind::Push => {}
+            _ => {
+                self.fault(
+                    ctx,
+                    DropReason::DuplicateRsn,
+                    ConnectionFault::DuplicateRsn { rsn },
+                );
+                return;
+            }
+        }
+        let head_of_line = match self.ordering {
+            OrderingMode::Ordered => rsn == self.head(),
+            OrderingMode::Unordered => arrival.psn == ctx.delivery.rx_base(arrival.kind.window()),
+        };
+        let cell = ctx.shared.resources.config().cell_size;
+        let demand = match kind {
+            TransactionKind::Push => Demand::network_push(payload.len(), cell),
+            TransactionKind::Pull => Demand::network_pull_request(),
+        };
+        if ctx
+            .shared
+            .resources
+            .reserve_network(ctx.account, &demand, head_of_line)
+            .is_err()
+        {
+            // §8.5.3.1: "discard ... and generate a NACK event"; §11: resource
+            // drop NACK (code 1), retransmitted as normal.
+            let reason = ctx
+                .delivery
+                .refuse(ctx.now, arrival, Refusal::InsufficientResources);
+            ctx.shared.drops.record(reason);
+            ctx.shared.stats.resource_refusals += 1;
+            return;
+        }
+        let (psn, request_length) = (arrival.psn, arrival.request_length);
+        if let Err(reason) = ctx.delivery.admit(ctx.now, arrival) {
+            ctx.shared.resources.release(ctx.account, &demand);
+            ctx.shared.drops.record(reason);
+            return;
+        }
+        let slot = &mut self.slots[index];
+        slot.state = match kind {
+            TransactionKind::Push => TargetState::PushDataRx,
+            TransactionKind::Pull => TargetState::PullReqRx,
+        };
+        slot.kind = kind;
+        slot.psn = psn;
+        slot.request_length = request_length;
+        slot.payload = ctx.shared.buffers.copy_of(payload);
+        slot.network = demand;
+        self.deliver_ready(ctx, rsn);
+    }
+
+    /// The ULP accepted request `rsn` (§8.5.3.1 PullReqUlpAckd, §8.5.3.3
+    /// PushReqUlpAckd: the delivery sublayer may now acknowledge the Push
+    /// Data).
+    ///
+    /// # Errors
+    ///
+    /// [`UlpCommandError::NotAwaiting`] if `rsn` is not delivered and
+    /// unanswered.
+    pub fn ulp_ack(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) -> Result<(), UlpCommandError> {
+        let index = self.awaiting(rsn)?;
+        let slot = &mut self.slots[index];
+        let network = core::mem::take(&mut slot.network);
+        match slot.kind {
+            TransactionKind::Push => {
+                slot.state = TargetState::PushReqUlpAckd;
+                // The initiator may have resynced it meanwhile: nothing to ACK.
+                let _ = ctx.delivery.handle_ulp_ack(ctx.now, slot.psn);
+            }
+            TransactionKind::Pull => {
+                slot.state = TargetState::PullReqUlpAckd;
+                let header = core::mem::take(&mut slot.payload);
+                ctx.shared.buffers.give(header);
+            }
+        }
+        ctx.release(&network);
+        self.unblock(ctx, rsn);
+        Ok(())
+    }
+
+    /// The ULP refused request `rsn` (§8.5.3.4–8.5.3.5, §11 target table):
+    /// RNR on a push → RNR NACK, redelivered on retransmission; RNR on a
+    /// pull → redelivered locally after the timeout; CIE/NRE/invalid CID on
+    /// a push → NACK, the initiator resyncs; CIE/NRE on a pull → zero-length
+    /// Pull Data; invalid CID on a pull → resources reclaimed, no answer.
+    ///
+    /// # Errors
+    ///
+    /// [`UlpCommandError::NotAwaiting`] if `rsn` is not delivered and
+    /// unanswered; [`UlpCommandError::NoCredits`] if a zero-length Pull Data
+    /// finds no ULP-data credit (retry after Xon).
+    pub fn ulp_nack(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        rsn: Rsn,
+        nack: UlpNack,
+    ) -> Result<(), UlpCommandError> {
+        let index = self.awaiting(rsn)?;
+        let slot = &mut self.slots[index];
+        let (kind, psn) = (slot.kind, slot.psn);
+        match (kind, nack) {
+            (TransactionKind::Push, UlpNack::ReceiverNotReady { .. }) => {
+                // The delivery sublayer forgets the reception: the
+                // retransmission is delivered again.
+                let _ = ctx.delivery.handle_ulp_nack(ctx.now, psn, nack);
+                slot.state = TargetState::PushDataRnrWait;
+                slot.redelivery = true;
+                let network = core::mem::take(&mut slot.network);
+                ctx.release(&network);
+                self.block(rsn);
+            }
+            (TransactionKind::Push, _) => {
+                let _ = ctx.delivery.handle_ulp_nack(ctx.now, psn, nack);
+                slot.state = TargetState::Nacked;
+                let network = core::mem::take(&mut slot.network);
+                ctx.release(&network);
+                self.unblock(ctx, rsn);
+            }
+            (TransactionKind::Pull, UlpNack::ReceiverNotReady { timeout, .. }) => {
+                // §8.5.3.4: "initialize a retransmit timer for the pull
+                // transaction based on the RNR NACK timeout value".
+                slot.state = TargetState::PullReqRnrWait;
+                slot.redelivery = true;
+                let when = ctx.now.saturating_add(timeout.as_duration());
+                self.rnr_timers.push((when, rsn));
+                self.note_deadline(when);
+                self.block(rsn);
+            }
+            (TransactionKind::Pull, UlpNack::InvalidCid { .. }) => {
+                slot.state = TargetState::Nacked;
+                let header = core::mem::take(&mut slot.payload);
+                ctx.shared.buffers.give(header);
+                let network = core::mem::take(&mut slot.network);
+                ctx.release(&network);
+                self.unblock(ctx, rsn);
+            }
+            (TransactionKind::Pull, _) => {
+                // §8.5.3.5: a pull completes in error with zero-length Pull
+                // Data.
+                let empty = ctx.shared.buffers.empty();
+                self.submit_pull_data(ctx, rsn, empty).map_err(|rejected| {
+                    ctx.shared.buffers.give(rejected.payload);
+                    UlpCommandError::NoCredits
+                })?;
+            }
+        }
+        ctx.shared.stats.ulp_nacks += 1;
+        Ok(())
+    }
+
+    /// §8.5.3.2: the ULP's Pull Data for pull `rsn` (delivered, answered or
+    /// not: Pull Data implies the ULP's ACK). Assigns ULP-data resources
+    /// and queues it for the connection scheduler.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] with the payload: no such pull awaiting data, longer
+    /// than requested, or out of credits (the ULP also gets an Xoff).
+    pub fn submit_pull_data(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        rsn: Rsn,
+        payload: Vec<u8>,
+    ) -> Result<(), Rejected> {
+        let reject = |reason, payload| Err(Rejected { reason, payload });
+        let Some(index) = self.index(rsn).filter(|&i| {
+            matches!(
+                self.slots[i].state,
+                TargetState::PullReqUlpTx | TargetState::PullReqUlpAckd
+            )
+        }) else {
+            return reject(RejectReason::UnknownRequest, payload);
+        };
+        let request_length = self.slots[index].request_length;
+        if payload.len() > usize::from(request_length) {
+            return reject(
+                RejectReason::LengthExceedsRequest { request_length },
+                payload,
+            );
+        }
+        let cell = ctx.shared.resources.config().cell_size;
+        let demand = Demand::pull_data(payload.len(), cell);
+        if let Err(shortage) = ctx.shared.resources.reserve_ulp(ctx.account, &demand) {
+            ctx.xoff();
+            return reject(RejectReason::NoResources(shortage), payload);
+        }
+        let slot = &mut self.slots[index];
+        let network = core::mem::take(&mut slot.network);
+        slot.state = TargetState::PullDataUlpRx;
+        let header = core::mem::replace(&mut slot.payload, payload);
+        ctx.shared.buffers.give(header);
+        slot.data = demand;
+        ctx.release(&network);
+        ctx.shared.stats.pull_data_submitted += 1;
+        self.pull_data.push_back(rsn);
+        self.unblock(ctx, rsn);
+        Ok(())
+    }
+
+    /// Hands the head of the Pull Data queue to the delivery sublayer (one
+    /// at a time, see [`Initiator::top_up`](super::Initiator::top_up)).
+    pub fn top_up(&mut self, delivery: &mut crate::delivery::DeliveryConnection) {
+        if self.in_delivery > 0 {
+            return;
+        }
+        let Some(&rsn) = self.pull_data.front() else {
+            return;
+        };
+        let Some(index) = self.index(rsn) else {
+            self.pull_data.pop_front();
+            return;
+        };
+        // Invariant: Pull Data ≤ its request length (u16).
+        let payload_len = self.slots[index].payload.len() as u16;
+        let packet = OutgoingPacket {
+            kind: PacketKind::PullData,
+            rsn,
+            request_length: 0,
+            payload_len,
+            handle: payload_handle(Role::Target, rsn),
+        };
+        if delivery.submit(packet).is_ok() {
+            self.pull_data.pop_front();
+            self.in_delivery += 1;
+        }
+    }
+
+    /// Whether Pull Data waits in this layer's queue.
+    pub fn has_queued(&self) -> bool {
+        !self.pull_data.is_empty()
+    }
+
+    /// Our Pull Data `rsn` left for the first time (PullDataTx).
+    pub fn on_first_transmit(&mut self, rsn: Rsn) {
+        self.in_delivery = self.in_delivery.saturating_sub(1);
+        if let Some(index) = self.index(rsn) {
+            self.slots[index].state = TargetState::PullDataTx;
+        }
+    }
+
+    /// The payload of our Pull Data `rsn`.
+    pub fn payload(&self, rsn: Rsn) -> Option<&[u8]> {
+        self.index(rsn).map(|i| self.slots[i].payload.as_slice())
+    }
+
+    /// Our Pull Data `rsn` (or the Resync that replaced it) was
+    /// acknowledged: PullDataAckd, resources back.
+    pub fn on_pull_data_acked(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        let Some(index) = self.index(rsn) else {
+            return;
+        };
+        let slot = &mut self.slots[index];
+        if slot.state.is_finished() {
+            return;
+        }
+        slot.state = TargetState::PullDataAckd;
+        let data = core::mem::take(&mut slot.data);
+        let payload = core::mem::take(&mut slot.payload);
+        ctx.shared.buffers.give(payload);
+        ctx.release(&data);
+        self.retire();
+    }
+
+    /// The initiator resynced request `rsn` away (§9.2.5): skip it. A held
+    /// request is dropped and its resources return; one the ULP holds is
+    /// finished by the ULP's answer.
+    pub fn on_resynced(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        let offset = rsn.offset_from(self.base);
+        if offset < 0 || offset as u32 >= ctx.shared.config.max_rsn_span {
+            return;
+        }
+        let index = offset as usize;
+        while self.slots.len() <= index {
+            self.slots.push_back(Slot::unseen());
+        }
+        let slot = &mut self.slots[index];
+        match slot.state {
+            TargetState::Unseen | TargetState::PushDataRnrWait => {}
+            TargetState::PushDataRx | TargetState::PullReqRx => {
+                let network = core::mem::take(&mut slot.network);
+                let payload = core::mem::take(&mut slot.payload);
+                ctx.shared.buffers.give(payload);
+                ctx.release(&network);
+            }
+            _ => return,
+        }
+        self.slots[index].state = TargetState::Skipped;
+        self.unblock(ctx, rsn);
+    }
+
+    /// Timers due at `now`: pull RNR redeliveries (§8.5.3.4: "when the
+    /// retransmit timer expires, the target must redeliver the pull request
+    /// to the ULP") and the soft-state reclaim of unanswered requests.
+    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        let mut i = 0;
+        while i < self.rnr_timers.len() {
+            let (when, rsn) = self.rnr_timers[i];
+            if when > ctx.now {
+                i += 1;
+                continue;
+            }
+            self.rnr_timers.swap_remove(i);
+            if let Some(index) = self.index(rsn) {
+                if self.slots[index].state == TargetState::PullReqRnrWait {
+                    self.slots[index].state = TargetState::PullReqRx;
+                    self.deliver_ready(ctx, rsn);
+                }
+            }
+        }
+        if self.sweep_at.map_or(true, |at| at > ctx.now) {
+            return;
+        }
+        let mut next: Option<Timestamp> = None;
+        for slot in self.slots.iter_mut() {
+            if !slot.state.awaits_ulp() || slot.network.is_zero() {
+                continue;
+            }
+            let deadline = slot.delivered_at.saturating_add(self.timeout);
+            if deadline > ctx.now {
+                next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                continue;
+            }
+            let network = core::mem::take(&mut slot.network);
+            ctx.release(&network);
+            ctx.shared.stats.reclaimed += 1;
+        }
+        self.sweep_at = next;
+    }
+
+    /// The next timer: an RNR redelivery or a reclaim sweep.
+    pub fn next_deadline(&mut self) -> Option<Timestamp> {
+        let rnr = self.rnr_timers.iter().map(|&(t, _)| t).min();
+        match (rnr, self.sweep_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The earliest deadline added since the last call.
+    pub fn take_new_deadline(&mut self) -> Option<Timestamp> {
+        self.new_deadline.take()
+    }
+
+    fn note_deadline(&mut self, deadline: Timestamp) {
+        self.new_deadline = Some(self.new_deadline.map_or(deadline, |d| d.min(deadline)));
+    }
+
+    /// The connection died: all resources return; nothing more is delivered.
+    pub fn fail_all(&mut self, ctx: &mut Ctx<'_>) {
+        for slot in self.slots.iter_mut() {
+            let network = core::mem::take(&mut slot.network);
+            let data = core::mem::take(&mut slot.data);
+            ctx.release(&network);
+            ctx.release(&data);
+            let payload = core::mem::take(&mut slot.payload);
+            ctx.shared.buffers.give(payload);
+            if !slot.state.is_finished() {
+                slot.state = TargetState::Skipped;
+            }
+        }
+        self.blocked.clear();
+        self.rnr_timers.clear();
+        self.pull_data.clear();
+        self.sweep_at = None;
+        self.in_delivery = 0;
+        self.retire();
+    }
+
+    /// The state of request `rsn`, if it is in the ring.
+    pub fn state(&self, rsn: Rsn) -> Option<TargetState> {
+        self.index(rsn).map(|i| self.slots[i].state)
+    }
+
+    /// BRSN (the ring base) and NRSN (next to deliver, ordered).
+    pub fn rsns(&self) -> (Rsn, Rsn) {
+        (self.base, self.next)
+    }
+
+    /// The request that is head of line on an ordered connection: the
+    /// lowest RNR redelivery awaited, else NRSN.
+    fn head(&self) -> Rsn {
+        self.blocked
+            .iter()
+            .copied()
+            .min_by_key(|rsn| rsn.offset_from(self.base))
+            .unwrap_or(self.next)
+    }
+
+    /// Delivers what may go after `rsn` changed (§8.5.2): on an ordered
+    /// connection the awaited RNR redelivery if it is back, else every held
+    /// request from NRSN on in RSN order (skipping resynced RSNs); on an
+    /// unordered one `rsn` itself if it is held.
+    fn deliver_ready(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        match self.ordering {
+            OrderingMode::Ordered => {
+                if !self.blocked.is_empty() {
+                    let head = self.head();
+                    if let Some(index) = self.index(head) {
+                        if self.slots[index].state.is_held() {
+                            self.deliver(ctx, index);
+                        }
+                    }
+                    return;
+                }
+                while let Some(index) = self.index(self.next) {
+                    let state = self.slots[index].state;
+                    if state.is_held() {
+                        self.deliver(ctx, index);
+                    } else if state != TargetState::Skipped {
+                        break;
+                    }
+                    self.next = self.next.next();
+                }
+            }
+            OrderingMode::Unordered => {
+                if let Some(index) = self.index(rsn) {
+                    if self.slots[index].state.is_held() {
+                        self.deliver(ctx, index);
+                    }
+                }
+            }
+        }
+        self.retire();
+    }
+
+    /// §8.5.3.1 / §8.5.3.3: deliver to the ULP (PullReqUlpTx /
+    /// PushReqUlpTx).
+    fn deliver(&mut self, ctx: &mut Ctx<'_>, index: usize) {
+        let rsn = self.base.wrapping_add(index as u32);
+        let slot = &mut self.slots[index];
+        slot.state = match slot.kind {
+            TransactionKind::Push => TargetState::PushReqUlpTx,
+            TransactionKind::Pull => TargetState::PullReqUlpTx,
+        };
+        let stats = &mut ctx.shared.stats;
+        stats.requests_delivered += 1;
+        if slot.redelivery {
+            stats.redeliveries += 1;
+        }
+        // Push Data moves to the ULP (an RNR redelivery comes with the
+        // retransmission); a Pull Request's ULP headers stay for a local
+        // RNR redelivery until the ULP accepts it.
+        let payload = match slot.kind {
+            TransactionKind::Push => core::mem::take(&mut slot.payload),
+            TransactionKind::Pull => ctx.shared.buffers.copy_of(&slot.payload),
+        };
+        ctx.shared.events.push_back(UlpEvent::Request(Request {
+            connection: ctx.connection,
+            rsn,
+            kind: slot.kind,
+            request_length: slot.request_length,
+            payload,
+            redelivery: slot.redelivery,
+        }));
+        slot.delivered_at = ctx.now;
+        if self.sweep_at.is_none() {
+            let deadline = ctx.now.saturating_add(self.timeout);
+            self.sweep_at = Some(deadline);
+            self.note_deadline(deadline);
+        }
+    }
+
+    /// Ordered: `rsn` awaits redelivery; nothing new is delivered meanwhile.
+    fn block(&mut self, rsn: Rsn) {
+        if self.ordering == OrderingMode::Ordered && !self.blocked.contains(&rsn) {
+            self.blocked.push(rsn);
+        }
+    }
+
+    /// `rsn` was answered or skipped: lift its block and deliver what may
+    /// go now.
+    fn unblock(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        self.blocked.retain(|&b| b != rsn);
+        self.rnr_timers.retain(|&(_, r)| r != rsn);
+        self.deliver_ready(ctx, rsn);
+    }
+
+    /// Pops finished requests off the front of the ring (BRSN moves on).
+    fn retire(&mut self) {
+        while let Some(front) = self.slots.front() {
+            if !front.state.is_finished() {
+                break;
+            }
+            self.slots.pop_front();
+            self.base = self.base.next();
+        }
+        if self.next.before(self.base) {
+            self.next = self.base;
+        }
+    }
+
+    fn awaiting(&self, rsn: Rsn) -> Result<usize, UlpCommandError> {
+        self.index(rsn)
+            .filter(|&i| self.slots[i].state.awaits_ulp())
+            .ok_or(UlpCommandError::NotAwaiting)
+    }
+
+    fn fault(&mut self, ctx: &mut Ctx<'_>, reason: DropReason, fault: ConnectionFault) {
+        ctx.shared.drops.record(reason);
+        ctx.shared.events.push_back(UlpEvent::ConnectionError {
+            connection: ctx.connection,
+            fault,
+        });
+    }
+
+    fn index(&self, rsn: Rsn) -> Option<usize> {
+        let offset = rsn.offset_from(self.base);
+        (offset >= 0 && (offset as usize) < self.slots.len()).then_some(offset as usize)
+    }
+}

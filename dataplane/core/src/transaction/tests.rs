@@ -1,0 +1,320 @@
+//! Tests of the target side against a real delivery sublayer: requests
+//! arriving in any order (with duplicates) reach the ULP in RSN order on
+//! ordered connections and exactly once on both kinds; RNR NACKs block the
+//! connection until the redelivered request is accepted.
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::delivery::{
+    ConnectionParams, DeliveryConfig, DeliveryConnection, OrderingMode, RxMeta, RxOutcome, UlpNack,
+};
+use crate::drop::DropReason;
+use crate::ids::{ConnectionId, DestinationFunction};
+use crate::random::{Random, SplitMix64};
+use crate::resources::{ResourceConfig, Resources};
+use crate::seq::Psn;
+use crate::wire::{
+    BaseHeader, FalconRepr, ProtocolType, PullRequestRepr, PushDataRepr, RnrTimeout,
+};
+
+const DATA_PSN: u32 = 5_000;
+const REQUEST_PSN: u32 = 9_000;
+
+struct Harness {
+    delivery: DeliveryConnection,
+    account: crate::resources::Account,
+    shared: Shared,
+    target: Target,
+    now: Timestamp,
+}
+
+impl Harness {
+    fn new(ordering: OrderingMode) -> Self {
+        let params = ConnectionParams {
+            connection_id: ConnectionId::truncating(1),
+            peer_connection_id: ConnectionId::truncating(2),
+            destination_function: DestinationFunction::truncating(3),
+            protocol: ProtocolType::Rdma,
+            ordering,
+            tx_request_psn: Psn::new(0),
+            tx_data_psn: Psn::new(0),
+            rx_request_psn: Psn::new(REQUEST_PSN),
+            rx_data_psn: Psn::new(DATA_PSN),
+            seed: 1,
+        };
+        let mut resources = Resources::new(ResourceConfig::default());
+        let account = resources.open_account(None, 0, 0);
+        Harness {
+            delivery: DeliveryConnection::new(&DeliveryConfig::default(), params),
+            account,
+            shared: Shared::new(resources, TransactionConfig::default()),
+            target: Target::new(
+                ordering,
+                Rsn::new(u32::MAX - 20),
+                core::time::Duration::from_secs(1),
+            ),
+            now: Timestamp::from_micros(10),
+        }
+    }
+
+    fn ctx(&mut self) -> (Ctx<'_>, &mut Target) {
+        (
+            Ctx {
+                now: self.now,
+                connection: ConnectionHandle {
+                    index: 0,
+                    generation: 0,
+                },
+                delivery: &mut self.delivery,
+                account: &mut self.account,
+                shared: &mut self.shared,
+            },
+            &mut self.target,
+        )
+    }
+
+    fn arrive(&mut self, request: &Sent) {
+        let header = BaseHeader {
+            connection_id: ConnectionId::truncating(1),
+            destination_function: DestinationFunction::truncating(3),
+            protocol: ProtocolType::Rdma,
+            ack_request: false,
+            data_bpsn: Psn::new(0),
+            request_bpsn: Psn::new(0),
+            psn: request.psn,
+            rsn: request.rsn,
+        };
+        let repr = match request.kind {
+            TransactionKind::Push => FalconRepr::PushData(PushDataRepr {
+                header,
+                request_length: 8,
+            }),
+            TransactionKind::Pull => FalconRepr::PullRequest(PullRequestRepr {
+                header,
+                request_length: 16,
+                payload_len: 0,
+            }),
+        };
+        self.now = self.now + core::time::Duration::from_micros(1);
+        match self
+            .delivery
+            .handle_packet(self.now, &repr, RxMeta::default())
+        {
+            RxOutcome::Deliver(arrival) => {
+                let payload = request.rsn.value().to_le_bytes();
+                let bytes: &[u8] = match request.kind {
+                    TransactionKind::Push => &[payload, payload].concat(),
+                    TransactionKind::Pull => &[],
+                };
+                let (mut ctx, target) = self.ctx();
+                target.on_request(&mut ctx, arrival, bytes);
+            }
+            RxOutcome::Dropped(reason) => self.shared.drops.record(reason),
+            RxOutcome::Processed => {}
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    kind: TransactionKind,
+    rsn: Rsn,
+    psn: Psn,
+}
+
+/// `n` requests as an initiator sends them: RSNs in order (from near the
+/// wrap), PSNs in order per window.
+fn requests(kinds: &[bool]) -> Vec<Sent> {
+    let (mut data, mut request) = (Psn::new(DATA_PSN), Psn::new(REQUEST_PSN));
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, &push)| {
+            let rsn = Rsn::new(u32::MAX - 20).wrapping_add(i as u32);
+            if push {
+                data = data.next();
+                Sent {
+                    kind: TransactionKind::Push,
+                    rsn,
+                    psn: data.wrapping_sub(1),
+                }
+            } else {
+                request = request.next();
+                Sent {
+                    kind: TransactionKind::Pull,
+                    rsn,
+                    psn: request.wrapping_sub(1),
+                }
+            }
+        })
+        .collect()
+}
+
+/// Runs the arrivals in `order` (indices into the requests, duplicates
+/// allowed); the ULP answers every request at once, RNR-NACKing a push's
+/// first delivery with probability `rnr_percent`. Returns the delivered
+/// (RSN, redelivery) sequence.
+fn run(
+    ordering: OrderingMode,
+    kinds: &[bool],
+    order: &[usize],
+    rnr_percent: u32,
+    seed: u64,
+) -> Vec<(Rsn, bool)> {
+    let sent = requests(kinds);
+    let mut h = Harness::new(ordering);
+    let mut rng = SplitMix64::new(seed);
+    let mut queue: Vec<usize> = order.to_vec();
+    let mut delivered = Vec::new();
+    let mut accepted = BTreeSet::new();
+    let mut step = 0;
+    while step < queue.len() {
+        let index = queue[step];
+        step += 1;
+        h.arrive(&sent[index]);
+        while let Some(event) = h.shared.events.pop_front() {
+            let UlpEvent::Request(request) = event else {
+                panic!("unexpected {event:?}");
+            };
+            delivered.push((request.rsn, request.redelivery));
+            let offset = Rsn::new(u32::MAX - 20).distance(request.rsn) as usize;
+            let (mut ctx, target) = h.ctx();
+            if request.kind == TransactionKind::Push
+                && !request.redelivery
+                && rng.chance(rnr_percent, 100)
+            {
+                let nack = UlpNack::ReceiverNotReady {
+                    timeout: RnrTimeout::SHORTEST,
+                    ulp_nack_code: 0,
+                };
+                target.ulp_nack(&mut ctx, request.rsn, nack).unwrap();
+                // The initiator retransmits it later.
+                let at = step + rng.below(4) as usize;
+                queue.insert(at.min(queue.len()), offset);
+                continue;
+            }
+            assert!(
+                accepted.insert(request.rsn.value()),
+                "accepted twice: {}",
+                request.rsn
+            );
+            match request.kind {
+                TransactionKind::Push => {
+                    assert_eq!(request.payload.len(), 8);
+                    assert_eq!(request.payload[..4], request.rsn.value().to_le_bytes());
+                    target.ulp_ack(&mut ctx, request.rsn).unwrap();
+                }
+                TransactionKind::Pull => {
+                    assert_eq!(request.request_length, 16);
+                    target
+                        .submit_pull_data(&mut ctx, request.rsn, vec![1; 16])
+                        .unwrap();
+                }
+            }
+        }
+    }
+    assert_eq!(accepted.len(), kinds.len(), "every request accepted once");
+    delivered
+}
+
+fn arrival_order() -> impl Strategy<Value = (Vec<bool>, Vec<usize>)> {
+    proptest::collection::vec(any::<bool>(), 1..40).prop_flat_map(|kinds| {
+        let n = kinds.len();
+        let order = Just((0..n).collect::<Vec<usize>>()).prop_shuffle();
+        let dups = proptest::collection::vec(0..n, 0..8);
+        (Just(kinds), order, dups).prop_map(|(kinds, mut order, dups)| {
+            for (i, d) in dups.into_iter().enumerate() {
+                let at = (i * 7) % (order.len() + 1);
+                order.insert(at, d);
+            }
+            (kinds, order)
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Ordered: whatever the arrival order, first deliveries follow RSN
+    /// order, and after an RNR NACK the next delivery is the redelivery of
+    /// that request (§8.5.2, §8.5.3.4).
+    #[test]
+    fn ordered_deliveries_follow_rsn_order((kinds, order) in arrival_order(), seed in any::<u64>()) {
+        let delivered = run(OrderingMode::Ordered, &kinds, &order, 30, seed);
+        let first: Vec<Rsn> = delivered.iter().filter(|d| !d.1).map(|d| d.0).collect();
+        for pair in first.windows(2) {
+            prop_assert_eq!(pair[1], pair[0].next(), "{:?}", delivered);
+        }
+        prop_assert_eq!(first.len(), kinds.len());
+        // A redelivery is always of the lowest RSN not accepted yet.
+        let mut accepted: BTreeSet<u32> = BTreeSet::new();
+        for (i, &(rsn, redelivery)) in delivered.iter().enumerate() {
+            if redelivery {
+                prop_assert!(delivered[..i].iter().any(|d| d.0 == rsn));
+            }
+            accepted.insert(rsn.value());
+        }
+    }
+
+    /// Unordered: every request is delivered, and accepted exactly once.
+    #[test]
+    fn unordered_deliveries_are_exactly_once((kinds, order) in arrival_order(), seed in any::<u64>()) {
+        let delivered = run(OrderingMode::Unordered, &kinds, &order, 30, seed);
+        let first: BTreeSet<u32> = delivered.iter().filter(|d| !d.1).map(|d| d.0.value()).collect();
+        prop_assert_eq!(first.len(), kinds.len());
+    }
+}
+
+#[test]
+fn resource_refusal_is_a_nack_and_hol_still_gets_in() {
+    let mut h = Harness::new(OrderingMode::Ordered);
+    h.shared.resources = Resources::new(ResourceConfig {
+        green_zone_percent: 50,
+        ..ResourceConfig::tiny(4, 64)
+    });
+    h.account = h.shared.resources.open_account(None, 0, 0);
+    let sent = requests(&[true; 6]);
+    // RSNs 1..5 arrive first (not HoL): two fit the green zone, the rest
+    // are refused with a resource NACK.
+    for request in &sent[1..] {
+        h.arrive(request);
+    }
+    assert!(h.shared.events.is_empty(), "waiting for RSN 0");
+    assert_eq!(h.shared.stats.resource_refusals, 3);
+    assert_eq!(h.shared.drops.get(DropReason::InsufficientResources), 3);
+    let nack = h
+        .delivery
+        .poll_ack(h.now, crate::wire::RxBufferLevel::truncating(0));
+    assert!(
+        matches!(nack, Some(FalconRepr::Nack(n)) if n.code == crate::wire::NackCode::InsufficientResources)
+    );
+    // The HoL request is admitted in the red zone and releases the others.
+    h.arrive(&sent[0]);
+    let rsns: Vec<Rsn> = h
+        .shared
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            UlpEvent::Request(r) => Some(r.rsn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rsns, vec![sent[0].rsn, sent[1].rsn, sent[2].rsn]);
+}
+
+#[test]
+fn rnr_blocks_until_the_redelivered_request_is_accepted() {
+    let kinds = [true; 20];
+    let order: Vec<usize> = (0..20).rev().collect();
+    let delivered = run(OrderingMode::Ordered, &kinds, &order, 50, 3);
+    let redeliveries = delivered.iter().filter(|d| d.1).count();
+    assert!(redeliveries > 0, "{delivered:?}");
+    for (i, &(rsn, redelivery)) in delivered.iter().enumerate() {
+        if !redelivery && i > 0 && !delivered[i - 1].1 {
+            assert_eq!(rsn, delivered[i - 1].0.next());
+        }
+    }
+}
