@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use rue::engine::DEFAULT_LOOKAHEAD;
 use rue::{
-    BypassConfig, CcEvent, CcResult, DcqcnConfig, DelaySelect, EventType, Fcwnd, NcwndDirection,
+    BypassConfig, CcEvent, DcqcnConfig, DelaySelect, EventType, Fcwnd, NcwndDirection,
     ProfileConfig, Profiles, RetransmitReason, Rue, RueChannel, RueConfig, SwiftConfig, Time24,
     BYTES_PER_CONNECTION,
 };
@@ -97,8 +97,6 @@ struct Setup {
     /// Time inside `Rue::process` alone (the RUE core's share).
     rue_time: Duration,
     cursor: usize,
-    /// Where a turn's results are popped to.
-    results: Vec<CcResult>,
     checksum: u64,
 }
 
@@ -122,7 +120,6 @@ impl Setup {
             time: Duration::ZERO,
             rue_time: Duration::ZERO,
             cursor: 0,
-            results: vec![CcResult::default(); BATCH],
             checksum: 0,
         })
     }
@@ -131,22 +128,23 @@ impl Setup {
     #[inline]
     fn turn(&mut self, events: &[CcEvent]) -> Result<()> {
         let end = self.cursor + BATCH;
-        if self.channel.push_slice(&events[self.cursor..end]) != BATCH {
-            return Err(AppError::Failed(
-                "RUE event queue full in a drained loop".into(),
-            ));
+        for event in &events[self.cursor..end] {
+            if self.channel.push(*event).is_err() {
+                return Err(AppError::Failed(
+                    "RUE event queue full in a drained loop".into(),
+                ));
+            }
         }
         self.cursor = if end + BATCH > events.len() { 0 } else { end };
         let started = Instant::now();
         let processed = self.rue.process(BATCH);
         self.rue_time += started.elapsed();
-        let popped = self.channel.pop_slice(&mut self.results);
-        // The datapath applies every result; here it folds each into a
-        // checksum so none of them is dead.
-        for result in &self.results[..popped] {
+        let mut popped = 0;
+        while let Some(result) = self.channel.pop() {
             self.checksum = self
                 .checksum
                 .wrapping_add(u64::from(result.fcwnd.raw()) ^ u64::from(result.inter_packet_gap));
+            popped += 1;
         }
         if processed != BATCH || popped != BATCH {
             return Err(AppError::Failed(format!(
