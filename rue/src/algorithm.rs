@@ -131,6 +131,26 @@ pub const MAX_PROFILES: usize = 8;
 #[derive(Clone, Debug)]
 pub struct Profiles {
     slots: [Option<AnyAlgorithm>; MAX_PROFILES],
+    /// Profile index of an event's 3-bit field → the installed profile that
+    /// runs it (itself, or 0 when absent); precomputed so the batched path
+    /// splits a batch into same-profile runs without looking at the slots.
+    effective: [u8; MAX_PROFILES],
+    /// Per profile: which words of the state table its algorithm uses.
+    state_words: [StateWords; MAX_PROFILES],
+}
+
+/// Which words of the RUE's state table a profile's algorithm reads and
+/// writes per event (see `engine::StateTable`), for the lookahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StateWords {
+    /// None (bypass).
+    None,
+    /// The hot word (single-path Swift without PLB and PRR).
+    Hot,
+    /// The hot and PLB words (single-path Swift with PLB or PRR).
+    HotPlb,
+    /// The cold slot (DCQCN, multipath Swift).
+    Cold,
 }
 
 impl Profiles {
@@ -158,7 +178,29 @@ impl Profiles {
         for (slot, config) in slots.iter_mut().zip(configs) {
             *slot = Some(AnyAlgorithm::new(config)?);
         }
-        Ok(Profiles { slots })
+        Ok(Profiles::from_slots(slots))
+    }
+
+    fn from_slots(slots: [Option<AnyAlgorithm>; MAX_PROFILES]) -> Self {
+        let mut effective = [0u8; MAX_PROFILES];
+        let mut state_words = [StateWords::None; MAX_PROFILES];
+        for (index, slot) in slots.iter().enumerate() {
+            if slot.is_some() {
+                effective[index] = index as u8;
+            }
+            state_words[index] = match slot {
+                Some(AnyAlgorithm::Swift(swift)) if !swift.is_single_path() => StateWords::Cold,
+                Some(AnyAlgorithm::Swift(swift)) if swift.uses_plb_state() => StateWords::HotPlb,
+                Some(AnyAlgorithm::Swift(_)) => StateWords::Hot,
+                Some(AnyAlgorithm::Dcqcn(_)) => StateWords::Cold,
+                Some(AnyAlgorithm::Bypass(_)) | None => StateWords::None,
+            };
+        }
+        Profiles {
+            slots,
+            effective,
+            state_words,
+        }
     }
 
     /// One profile: Swift with defaults, as the demo runs.
@@ -168,7 +210,7 @@ impl Profiles {
         slots[0] = Swift::new(SwiftConfig::default())
             .ok()
             .map(AnyAlgorithm::Swift);
-        Profiles { slots }
+        Profiles::from_slots(slots)
     }
 
     /// The algorithm for an event, by the profile index in its
@@ -180,6 +222,28 @@ impl Profiles {
             return self.slots[index].as_mut();
         }
         self.slots[0].as_mut()
+    }
+
+    /// The index of the profile that runs an event: its own profile index
+    /// if installed, else 0 (as [`Profiles::for_event`]).
+    #[inline(always)]
+    pub(crate) fn effective_index(&self, event: &CcEvent) -> usize {
+        usize::from(self.effective[profile_index(event.base_delay_target)])
+    }
+
+    /// Which state-table words the profile of an effective index uses.
+    #[inline(always)]
+    pub(crate) fn state_words(&self, index: usize) -> StateWords {
+        self.state_words
+            .get(index)
+            .copied()
+            .unwrap_or(StateWords::None)
+    }
+
+    /// The algorithm of an effective index (see [`Profiles::effective_index`]).
+    #[inline(always)]
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut AnyAlgorithm> {
+        self.slots.get_mut(index).and_then(Option::as_mut)
     }
 
     /// The algorithm of a profile index, if installed.

@@ -229,6 +229,15 @@ pub fn retransmit_timeout(
     saturate_24(rto).max(min_rto.min(MAX_STATE_24))
 }
 
+/// `x as f64`, exactly: `(2^52 + x) − 2^52`, both steps exact for any
+/// `u32`. LLVM vectorizes this on baseline x86-64 (SSE2 has no unsigned
+/// 32-bit conversion), which the lanes of Swift's batched step rely on.
+#[inline(always)]
+pub fn exact_f64(x: u32) -> f64 {
+    const TWO_52: u64 = 0x4330_0000_0000_0000;
+    f64::from_bits(TWO_52 | u64::from(x)) - f64::from_bits(TWO_52)
+}
+
 /// A non-negative f64 truncated to an integer and saturated to 24 bits; NaN
 /// and negatives become 0.
 pub fn saturate_24(value: f64) -> u32 {
@@ -253,6 +262,20 @@ mod tests {
             flow_scaling_alpha: alpha,
             flow_scaling_beta: beta,
             max_flow_scaling: 763,
+        }
+    }
+
+    #[test]
+    fn exact_f64_is_the_conversion() {
+        let mut x = 0x9e37_79b9u32;
+        for value in [0, 1, 2, 1 << 24, (1 << 24) - 1, u32::MAX - 1, u32::MAX] {
+            assert_eq!(exact_f64(value).to_bits(), f64::from(value).to_bits());
+        }
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            assert_eq!(exact_f64(x).to_bits(), f64::from(x).to_bits());
         }
     }
 

@@ -37,6 +37,7 @@ pub use config::ConfigError;
 pub use dcqcn::{Dcqcn, DcqcnConfig, DcqcnStage, DcqcnState};
 pub use engine::{
     Idle, Rue, RueChannel, RueConfig, RueCounters, RueThread, StateTable, BYTES_PER_CONNECTION,
+    HOT_BYTES_PER_CONNECTION, PLB_BYTES_PER_CONNECTION,
 };
 pub use format::{
     nack_code, saturate_acked, CcEvent, CcResult, DelaySelect, EventType, Fcwnd, FormatError,

@@ -13,6 +13,7 @@
 //! direction, RTO → PLB → result.
 
 mod config;
+mod lanes;
 mod multipath;
 
 use crate::algorithm::Algorithm;
@@ -28,6 +29,7 @@ use crate::format::{
 use crate::plb::{self, PlbState};
 
 pub use config::SwiftConfig;
+pub(crate) use lanes::{AckLanes, NicInputs, NicLane, NicLanes};
 pub use multipath::{flow_weight, MultipathFlow, MultipathState, MAX_FLOW_WEIGHT, MIN_FLOW_WEIGHT};
 
 /// Swift's private per-connection state in the RUE's state table: what the
@@ -57,6 +59,25 @@ pub struct SwiftCounters {
     pub prr_repaths: u64,
 }
 
+/// The event-only part of an ACK/NACK event ([`Swift::prepare_ack`]), what
+/// [`Swift::finish_ack`] needs of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AckStep {
+    /// RTT sample, Falcon units.
+    rtt: u32,
+    /// RTT for the markers: the sample or the smoothed RTT.
+    calc_rtt: u32,
+    /// Target delay, Falcon units.
+    target: u32,
+    smoothed_rtt: u32,
+    smoothed_delay: u32,
+    fabric_marker: Time24,
+    fcwnd: Fcwnd,
+    fabric_decreased: bool,
+    gap: u32,
+    rto: Time24,
+}
+
 /// The Swift algorithm for one profile.
 #[derive(Clone, Debug)]
 pub struct Swift {
@@ -68,7 +89,7 @@ pub struct Swift {
 /// `1/level` for the 32 quantized RX buffer levels (level 0 as 1, never
 /// used: a decrease needs level ≥ target ≥ 0 and the scale's numerator is 0
 /// there), so the NIC decrease needs no division.
-const INV_LEVEL: [f64; 32] = [
+pub(crate) const INV_LEVEL: [f64; 32] = [
     1.0,
     1.0,
     1.0 / 2.0,
@@ -159,13 +180,24 @@ impl Swift {
     }
 
     fn on_ack_nack(&mut self, event: &CcEvent, state: &mut SwiftState) -> CcResult {
+        let step = self.prepare_ack(event);
+        self.finish_ack(event, &step, &mut state.ncwnd_fraction, &mut state.plb)
+    }
+
+    /// Modules 0 and 1 of an ACK/NACK event and the RTO: everything that
+    /// depends on the event and the profile only, not on the connection's
+    /// RUE state (the fabric window, its marker, the gap and the RTO come
+    /// from the event's carried state), and no counters either. This is the
+    /// straightforward per-event form from the building blocks; the batched
+    /// path of the RUE core computes the same over lanes
+    /// ([`Swift::prepare_acks`], checked against this in `lanes.rs`).
+    pub(crate) fn prepare_ack(&self, event: &CcEvent) -> AckStep {
         let c = &self.config;
         let now = event.t4;
 
         // Module 0: timing, target, smoothing.
         let timing = packet_timing(event);
         let old_fcwnd = event.fcwnd.to_f64();
-        let old_ncwnd = ncwnd_with_fraction(event.ncwnd, state.ncwnd_fraction);
         // OCP Falcon 0.9 §10.3.4: the target uses the window before this event.
         let (target, inv_fcwnd) = self.target_and_inverse(old_fcwnd, event.forward_hops);
         let smoothed_rtt = smoothed(c.rtt_smoothing_alpha, event.rtt_state, timing.rtt);
@@ -190,7 +222,6 @@ impl Swift {
                 fabric_delta >= timing.rtt,
             )
         };
-        self.counters.fabric_decreases += u64::from(fcwnd < old_fcwnd);
         let fabric_marker = fabric_time_marker(
             now,
             event.fabric_window_time_marker,
@@ -199,14 +230,7 @@ impl Swift {
             fcwnd,
             c.min_fcwnd,
         );
-        let fcwnd_fixed = Fcwnd::from_f64(fcwnd);
         let gap = inter_packet_gap(c.ipg_time_scalar, c.ipg_bits, fcwnd, calc_rtt);
-
-        // Module 2: NIC window, its marker and direction, RTO.
-        let (ncwnd, ncwnd_int, nic_marker, direction) =
-            self.nic_window(event, now, old_ncwnd, timing.rtt, calc_rtt);
-        self.counters.nic_decreases += u64::from(ncwnd < old_ncwnd);
-        state.ncwnd_fraction = fraction_1024(ncwnd);
         // Gen1: min_ncwnd ≥ 1, so the NIC gap of isekai is always 0 here and
         // the result's single gap is the fabric gap.
         let rto = retransmit_timeout(
@@ -216,14 +240,68 @@ impl Swift {
             gap,
             c.ipg_time_scalar,
         );
+        AckStep {
+            rtt: timing.rtt,
+            calc_rtt,
+            target,
+            smoothed_rtt,
+            smoothed_delay,
+            fabric_marker,
+            fcwnd: Fcwnd::from_f64(fcwnd),
+            fabric_decreased: fcwnd < old_fcwnd,
+            gap,
+            rto: Time24::new(rto),
+        }
+    }
+
+    /// Module 2 (NIC window, its marker and direction) and module 3 (PLB)
+    /// of an ACK/NACK event, which read and write the connection's
+    /// [`SwiftState`] (of it, single-path Swift uses only the ncwnd
+    /// fraction and the PLB counters), then the result.
+    pub(crate) fn finish_ack(
+        &mut self,
+        event: &CcEvent,
+        step: &AckStep,
+        ncwnd_fraction: &mut u16,
+        plb: &mut PlbState,
+    ) -> CcResult {
+        let old = ncwnd_with_fraction(event.ncwnd, *ncwnd_fraction);
+        let (window, ncwnd, marker, direction) =
+            self.nic_window(event, event.t4, old, step.rtt, step.calc_rtt);
+        let nic = NicLane {
+            old,
+            ncwnd,
+            fraction: fraction_1024(window),
+            marker,
+            direction,
+            decreased: window < old,
+        };
+        self.finish_with_nic(event, step, &nic, ncwnd_fraction, plb)
+    }
+
+    /// [`Swift::finish_ack`] given the event's NIC window (computed over a
+    /// batch by the RUE core): the counters, the new fraction, PLB and the
+    /// result.
+    #[inline(always)]
+    pub(crate) fn finish_with_nic(
+        &mut self,
+        event: &CcEvent,
+        step: &AckStep,
+        nic: &NicLane,
+        ncwnd_fraction: &mut u16,
+        plb: &mut PlbState,
+    ) -> CcResult {
+        self.counters.fabric_decreases += u64::from(step.fabric_decreased);
+        self.counters.nic_decreases += u64::from(nic.decreased);
+        *ncwnd_fraction = nic.fraction;
 
         // Module 3: PLB.
         let repath = self.plb(
             event,
-            &mut state.plb,
-            smoothed_delay,
-            target,
-            old_fcwnd.min(old_ncwnd),
+            plb,
+            step.smoothed_delay,
+            step.target,
+            event.fcwnd.to_f64().min(nic.old),
         );
         self.counters.plb_repaths += u64::from(repath);
 
@@ -231,23 +309,38 @@ impl Swift {
             connection_id: event.connection_id,
             randomize_path: repath,
             cc_metadata: event.cc_metadata,
-            fcwnd: fcwnd_fixed,
-            inter_packet_gap: gap,
-            ncwnd: ncwnd_int,
-            retransmit_timeout: Time24::new(rto),
+            fcwnd: step.fcwnd,
+            inter_packet_gap: step.gap,
+            ncwnd: nic.ncwnd,
+            retransmit_timeout: step.rto,
             event_queue_select: event.event_queue_select,
             delay_select: event.delay_select,
-            fabric_window_time_marker: fabric_marker,
-            nic_window_time_marker: nic_marker,
-            ncwnd_direction: direction,
+            fabric_window_time_marker: step.fabric_marker,
+            nic_window_time_marker: nic.marker,
+            ncwnd_direction: nic.direction,
             base_delay_target: event.base_delay_target,
-            delay_state: smoothed_delay,
-            rtt_state: smoothed_rtt,
+            delay_state: step.smoothed_delay,
+            rtt_state: step.smoothed_rtt,
             cc_opaque: event.cc_opaque,
         }
     }
 
-    fn on_retransmit(&mut self, event: &CcEvent, state: &mut SwiftState) -> CcResult {
+    /// Whether the batched path of the RUE core applies (not multipath).
+    #[inline(always)]
+    pub(crate) fn is_single_path(&self) -> bool {
+        !self.config.multipath
+    }
+
+    /// Whether single-path events read or write the PLB counters of the
+    /// connection's state (PLB or PRR on); otherwise they never touch them.
+    #[inline(always)]
+    pub(crate) fn uses_plb_state(&self) -> bool {
+        self.config.plb.enabled || self.config.prr.enabled
+    }
+
+    /// OCP Falcon 0.9 §10.3.2 `ProcessRetransmit`; of the connection's
+    /// state only the PLB counters (PRR) are used.
+    pub(crate) fn on_retransmit(&mut self, event: &CcEvent, plb: &mut PlbState) -> CcResult {
         let c = &self.config;
         let now = event.t4;
         // OCP Falcon 0.9 §10.3.2: no RTT sample on a retransmit; the guard,
@@ -276,7 +369,7 @@ impl Swift {
             fcwnd,
             c.min_fcwnd,
         );
-        let prr = self.prr(event, &mut state.plb);
+        let prr = self.prr(event, plb);
         self.counters.prr_repaths += u64::from(prr);
         let repath = prr || self.forced_repath(event);
         CcResult {
@@ -365,7 +458,7 @@ impl Swift {
     /// (resource-exhaustion NACK), with the §10.3.6 guard. Returns the new
     /// window (fractional), its integer wire value, marker and direction.
     #[inline(always)]
-    fn nic_window(
+    pub(crate) fn nic_window(
         &self,
         event: &CcEvent,
         now: Time24,
@@ -492,18 +585,18 @@ impl Algorithm for Swift {
     fn on_event(&mut self, event: &CcEvent, state: &mut SwiftState) -> CcResult {
         match (event.event_type, self.config.multipath) {
             (EventType::Ack | EventType::Nack, false) => self.on_ack_nack(event, state),
-            (EventType::Retransmit, false) => self.on_retransmit(event, state),
+            (EventType::Retransmit, false) => self.on_retransmit(event, &mut state.plb),
             (EventType::Ack | EventType::Nack, true) => self.on_ack_nack_multipath(event, state),
             (EventType::Retransmit, true) => self.on_retransmit_multipath(event, state),
         }
     }
 }
 
-fn ncwnd_with_fraction(ncwnd: u16, fraction: u16) -> f64 {
+pub(crate) fn ncwnd_with_fraction(ncwnd: u16, fraction: u16) -> f64 {
     f64::from(ncwnd) + f64::from(fraction & 0x3FF) / 1024.0
 }
 
-fn fraction_1024(window: f64) -> u16 {
+pub(crate) fn fraction_1024(window: f64) -> u16 {
     // 0 < window ≤ 2047: truncation is the floor (no libm call; the u32
     // conversion is one instruction, a u64 one is not on x86-64).
     (((window - f64::from(window as u32)) * 1024.0) as u16).min(1023)
