@@ -211,6 +211,10 @@ pub struct Endpoint {
     pub conn: DeliveryConnection,
     /// The RUE stand-in.
     pub rue: FixedRue,
+    /// When set, the real Swift algorithm of the `rue` crate answers the
+    /// events instead of the stand-in (issue 5: events reach the RUE and
+    /// its results come back in the delivery-layer tests).
+    pub swift: Option<(rue::Swift, rue::SwiftState)>,
     /// Drops counted from `RxOutcome::Dropped`.
     pub drops: DropCounters,
     /// Delay before the ULP acknowledges a Push Data.
@@ -233,6 +237,7 @@ impl Endpoint {
         Endpoint {
             conn: DeliveryConnection::new(config, params),
             rue,
+            swift: None,
             drops: DropCounters::new(),
             ulp_delay: Duration::from_micros(2),
             delivered: BTreeSet::new(),
@@ -329,7 +334,11 @@ impl Endpoint {
         }
         if let Some(event) = self.conn.poll_rue_event(now, 0, 64) {
             // The result comes back at the next turn, as from a RUE queue.
-            self.rue_results.push_back(self.rue.on_event(&event));
+            let result = match &mut self.swift {
+                Some((swift, state)) => rue::Algorithm::on_event(swift, &event, state),
+                None => self.rue.on_event(&event),
+            };
+            self.rue_results.push_back(result);
         }
         while let Some(event) = self.conn.poll_event() {
             if let Event::Acked { kind, rsn, .. } = event {

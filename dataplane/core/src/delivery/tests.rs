@@ -154,6 +154,47 @@ fn lossy_link_delivers_exactly_once_across_psn_wrap() {
     }
 }
 
+/// The same lossy exchange with the real RUE: every CC event goes through
+/// `rue::Swift` and its result comes back to the connection. Exactly-once
+/// still holds (the harness asserts it), and the windows move: losses and
+/// the 20 µs-scale RTTs of the link make Swift leave the initial fcwnd.
+#[test]
+fn lossy_link_with_swift_in_the_loop() {
+    let config = DeliveryConfig {
+        max_retransmit_attempts: 40,
+        ..DeliveryConfig::default()
+    };
+    let mut pair = Pair::new(&config, NEAR_WRAP, OrderingMode::Ordered, fixed_rue(16.0));
+    for endpoint in [&mut pair.a, &mut pair.b] {
+        let swift = rue::Swift::new(rue::SwiftConfig::default()).unwrap();
+        endpoint.swift = Some((swift, rue::SwiftState::default()));
+    }
+    for (link, link_seed) in [(&mut pair.ab, 21), (&mut pair.ba, 121)] {
+        *link = crate::delivery::testing::Link::new(Duration::from_micros(5), link_seed);
+        link.faults = crate::delivery::testing::Faults {
+            data_loss_percent: 5,
+            ack_loss_percent: 5,
+            duplicate_percent: 2,
+            reorder_percent: 10,
+            reorder_delay: Duration::from_micros(30),
+        };
+    }
+    let initial = pair.a.conn.cc_state().fcwnd;
+    let pair = run_mix(pair, 600, 300, Duration::from_secs(2));
+    let stats = pair.a.conn.stats();
+    assert!(stats.rue_events > 0 && stats.rue_results > 0);
+    assert_ne!(
+        pair.a.conn.cc_state().fcwnd,
+        initial,
+        "Swift's results were applied"
+    );
+    // Swift computes a real RTO from the samples (not the stand-in's constant).
+    assert_ne!(
+        pair.a.conn.cc_state().retransmit_timeout,
+        rue::Time24::new(crate::time::to_falcon_units(fixed_rue(16.0).rto))
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Scripted exchanges
 // ---------------------------------------------------------------------------
