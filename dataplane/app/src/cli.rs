@@ -38,7 +38,7 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Copy, Args)]
 pub struct DemoArgs {
     /// Transactions to complete.
     #[arg(long, default_value_t = 50_000)]
@@ -46,7 +46,7 @@ pub struct DemoArgs {
     /// Transactions the initiator keeps outstanding.
     #[arg(long, default_value_t = 64)]
     pub depth: usize,
-    /// Fraction of frames lost, each direction (0.01 = 1 %).
+    /// Fraction of frames lost, each direction (0.01 = 1 %; at most 0.5).
     #[arg(long, default_value_t = 0.01)]
     pub loss: f64,
     /// Fraction of frames held back up to 20 µs so later ones overtake them.

@@ -96,7 +96,34 @@ struct Outstanding {
     submitted: Instant,
 }
 
+/// Refuses flag values that cannot make a run (exit 2, naming the flag).
+fn validate(args: &DemoArgs) -> Result<()> {
+    for (flag, value, max) in [
+        ("--loss", args.loss, 0.5),
+        ("--reorder", args.reorder, 1.0),
+        ("--duplicate", args.duplicate, 1.0),
+        ("--push-fraction", args.push_fraction, 1.0),
+    ] {
+        if !(value.is_finite() && (0.0..=max).contains(&value)) {
+            return Err(AppError::Usage(format!(
+                "{flag} must be between 0 and {max}, got {value}"
+            )));
+        }
+    }
+    if args.depth == 0 {
+        return Err(AppError::Usage("--depth must be at least 1".into()));
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(AppError::Usage(format!(
+            "--timeout must be positive, got {}",
+            args.timeout
+        )));
+    }
+    Ok(())
+}
+
 pub fn run(args: &DemoArgs) -> Result<Report> {
+    validate(args)?;
     let keys = |seed: u8| MasterKeys {
         k0: MasterKey::new([seed; 32]),
         k1: MasterKey::new([seed ^ 0xff; 32]),
@@ -531,6 +558,34 @@ mod tests {
             a[len - 1] ^= 1;
             assert_ne!(verify(&a, &mut scratch), Some(42));
         }
+    }
+
+    #[test]
+    fn unusable_flags_are_refused_by_name() {
+        let base = DemoArgs {
+            transactions: 10,
+            depth: 4,
+            loss: 0.0,
+            reorder: 0.0,
+            duplicate: 0.0,
+            push_fraction: 0.5,
+            seed: 1,
+            timeout: 10.0,
+            json: true,
+        };
+        let err = run(&DemoArgs { loss: 0.9, ..base }).err().unwrap();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--loss"), "{err}");
+        let err = run(&DemoArgs { depth: 0, ..base }).err().unwrap();
+        assert!(err.to_string().contains("--depth"), "{err}");
+        let err = run(&DemoArgs {
+            push_fraction: f64::NAN,
+            ..base
+        })
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("--push-fraction"), "{err}");
+        assert!(run(&base).unwrap().ok);
     }
 
     #[test]
