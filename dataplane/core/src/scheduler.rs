@@ -59,6 +59,15 @@ impl Scheduler {
     /// Puts `slot` at the tail if it is not on the ring.
     #[inline]
     pub fn activate(&mut self, slot: u32) {
+        // Several times per packet, nearly always on a member: that check
+        // inline, the rest out of line.
+        if self.member.get(slot as usize) == Some(&true) {
+            return;
+        }
+        self.join(slot);
+    }
+
+    fn join(&mut self, slot: u32) {
         let i = slot as usize;
         match self.member.get_mut(i) {
             Some(true) => {}
@@ -80,9 +89,14 @@ impl Scheduler {
     }
 
     /// The head sent a packet: it goes to the tail (round robin).
+    #[inline]
     pub fn rotate(&mut self) {
-        if let Some(slot) = self.ring.pop_front() {
-            self.ring.push_back(slot);
+        // Alone on the ring (one busy connection, the common case per core):
+        // already at the tail.
+        if self.ring.len() > 1 {
+            if let Some(slot) = self.ring.pop_front() {
+                self.ring.push_back(slot);
+            }
         }
     }
 

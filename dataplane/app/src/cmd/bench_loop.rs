@@ -15,6 +15,30 @@
 //!   (28-byte Falcon header + payload) back to back, nothing else.
 //! * Ratios and bars: `loop4k_psp_gbps` ≥ 0.75 × `crypto4k_gbps`,
 //!   `push64_psp_mops` ≥ 0.5 × `crypto64_mops`.
+//!
+//! # What the loop does per transaction, and what it does not
+//!
+//! * Every header is built and parsed: Ethernet, IPv4 (its header checksum
+//!   computed on transmit and **verified** on receive: `ChecksumChecks::ALL`,
+//!   the software default, no NIC offload assumed), UDP (checksum 0, as PSP
+//!   senders use), PSP, Falcon. With PSP on, every data packet and every ACK
+//!   is sealed and opened with its SPI, PCID and replay checks.
+//! * The payload is copied twice by the engine: from the ULP's vector into
+//!   the frame on transmit (the in-place seal needs the plaintext kept for
+//!   retransmission), and from the opened frame into a recycled vector for
+//!   the target ULP on receive.
+//! * The initiator ULP owns `DEPTH` payload vectors, filled once: each
+//!   completion hands the submitted vector back untouched
+//!   (`Completion::request`) and the next push reuses it; the target ULP
+//!   recycles each delivered payload into the engine's free list. The loop
+//!   used to allocate a fresh vector and copy a template into it for every
+//!   push: ULP work (an allocation and, at 4 KiB, a copy and page faults
+//!   as the engine's free list grew), not transport work, and not what
+//!   "does nothing but acknowledge and recycle" says. Recycling raised
+//!   `loop4k_ratio` from 0.48–0.52 to 0.58–0.61 and `push64_ratio` from
+//!   0.32–0.35 to 0.34–0.36 on the 2-core dev VM (best of 3, load ≈ 2.3),
+//!   engine unchanged. Nothing else in the loop changed: depth 64, bursts
+//!   of 32, the clock read per loop turn.
 
 use std::time::{Duration, Instant};
 
@@ -121,7 +145,10 @@ fn engine_loop(size: usize, with_psp: bool, duration: Duration) -> Result<LoopRu
     let mut tag = 0u64;
     let mut measure_from: Option<(Instant, u64)> = None;
     let warmup = duration / 5;
-    let template = vec![0xA5u8; size];
+    // The initiator ULP's own payload vectors: each completion hands the
+    // submitted vector back untouched and the next push reuses it, as a ULP
+    // with a fixed set of send buffers does.
+    let mut free: Vec<Vec<u8>> = (0..DEPTH).map(|_| vec![0xA5u8; size]).collect();
     loop {
         let wall = Instant::now();
         now = clock();
@@ -132,12 +159,13 @@ fn engine_loop(size: usize, with_psp: bool, duration: Duration) -> Result<LoopRu
         }
         while outstanding < DEPTH {
             tag += 1;
-            let mut payload = Vec::with_capacity(size);
-            payload.extend_from_slice(&template);
+            // Empty only if a completion came back without its request (a
+            // retransmission may still have needed it): then a fresh one.
+            let payload = free.pop().unwrap_or_else(|| vec![0xA5u8; size]);
             match a.submit(now, ca, Transaction::push(tag, payload)) {
                 Ok(_) => outstanding += 1,
                 Err(rejected) => {
-                    a.recycle(rejected.payload);
+                    free.push(rejected.payload);
                     break;
                 }
             }
@@ -170,7 +198,9 @@ fn engine_loop(size: usize, with_psp: bool, duration: Duration) -> Result<LoopRu
                         }
                         outstanding -= 1;
                         completed += 1;
-                        engine.recycle(c.request);
+                        if c.request.len() == size {
+                            free.push(c.request);
+                        }
                         engine.recycle(c.data);
                     }
                     UlpEvent::ConnectionError { fault, .. } => {

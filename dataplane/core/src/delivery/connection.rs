@@ -203,6 +203,7 @@ impl DeliveryConnection {
     ///
     /// [`SubmitError`]: the queue is full, a Push Data's lengths disagree,
     /// or the connection failed.
+    #[inline]
     pub fn submit(&mut self, packet: OutgoingPacket) -> Result<(), SubmitError> {
         if self.failed.is_some() {
             return Err(SubmitError::ConnectionNotAlive);
@@ -234,6 +235,7 @@ impl DeliveryConnection {
     /// PSN (§9.2.5); a transaction packet passes the sliding-window check
     /// (§9.2.2.4) and, if new, comes back as [`RxOutcome::Deliver`]. Every
     /// drop names its [`DropReason`] for the caller's counters.
+    #[inline]
     pub fn handle_packet(&mut self, now: Timestamp, repr: &FalconRepr, meta: RxMeta) -> RxOutcome {
         // OCP Falcon 0.9 §11: "Connection not alive: drop", piggy-backed ACK
         // not processed.
@@ -275,6 +277,7 @@ impl DeliveryConnection {
     ///
     /// The drop reason if the PSN is no longer new (another packet for the
     /// same PSN was admitted in between) or the connection failed.
+    #[inline(always)]
     pub fn admit(&mut self, now: Timestamp, arrival: Arrival) -> Result<(), DropReason> {
         if self.failed.is_some() {
             return Err(DropReason::ConnectionNotAlive);
@@ -342,6 +345,7 @@ impl DeliveryConnection {
     ///
     /// [`UlpError::NotAwaiting`] if `psn` is not a received Push Data
     /// waiting for the ULP.
+    #[inline]
     pub fn handle_ulp_ack(&mut self, now: Timestamp, psn: Psn) -> Result<(), UlpError> {
         if self.failed.is_some() {
             return Err(UlpError::ConnectionNotAlive);
@@ -486,6 +490,16 @@ impl DeliveryConnection {
         Some(repr)
     }
 
+    /// Whether [`poll_ack`](Self::poll_ack) would return an ACK or NACK now
+    /// (so the caller computes the buffer level only when one is due).
+    pub fn ack_due(&self, now: Timestamp) -> bool {
+        self.failed.is_none()
+            && (!self.nacks.is_empty()
+                || self
+                    .coalescing
+                    .is_due(now, self.config.ack_coalescing_count))
+    }
+
     /// The next event for the layer above.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
@@ -587,6 +601,7 @@ impl DeliveryConnection {
 
     // --- Receive path ---------------------------------------------------
 
+    #[inline]
     fn handle_transaction(
         &mut self,
         now: Timestamp,
@@ -630,6 +645,7 @@ impl DeliveryConnection {
     /// The RBPSN/DBPSN of an incoming data packet: a cumulative ACK without
     /// timestamps. A stale one is ignored (reordering makes it common; only
     /// the ACK part is discarded, §9.2.3).
+    #[inline]
     pub(super) fn handle_piggyback(&mut self, header: &BaseHeader) -> Result<(), DropReason> {
         if let Some(acked) = self.acknowledge_bases(header.request_bpsn, header.data_bpsn)? {
             self.rue.on_piggybacked_ack(acked);
@@ -639,6 +655,7 @@ impl DeliveryConnection {
 
     /// The timestamps, hop count and ECN mark of a packet that reached the
     /// window check.
+    #[inline]
     pub(super) fn record_arrival(&mut self, now: Timestamp, meta: RxMeta) {
         let hops = HopCount::from_ttl(self.config.initial_ttl, meta.ttl);
         self.coalescing

@@ -128,6 +128,7 @@ impl RxWindow {
 
     /// The sliding-window check (§9.2.2.4), setting OWN on an out-of-window
     /// drop.
+    #[inline]
     pub fn check(&mut self, psn: Psn) -> WindowCheck {
         if psn.before(self.base) {
             return WindowCheck::Stale;
@@ -167,21 +168,28 @@ impl RxWindow {
     /// acknowledged prefix, shifting every bitmap (§9.2.2.4). Returns the
     /// AR bit recorded at [`receive`](Self::receive) (if any) and the
     /// advance, or `None` if `psn` is outside the window.
+    #[inline]
     pub fn acknowledge(&mut self, psn: Psn) -> Option<(bool, u32)> {
         let bit = self.bit(psn)?;
+        // Whole-word values in registers, stored once: a single-bit `|=` on
+        // the u128 fields compiled to a 32-bit read-modify-write that the
+        // following 64-bit loads could not forward from (perf annotate: ~70 %
+        // of this function's samples).
+        let (mut ack, mut rx) = (self.ack | bit, self.rx | bit);
         let ack_request = self.ack_request & bit != 0;
-        self.ack |= bit;
-        self.rx |= bit;
-        self.ack_request &= !bit;
-        self.nacked &= !bit;
-        let advance = trailing_ones(self.ack).min(self.size);
+        let (mut requests, mut nacked) = (self.ack_request & !bit, self.nacked & !bit);
+        let advance = trailing_ones(ack).min(self.size);
         if advance > 0 {
             self.base = self.base.wrapping_add(advance);
-            self.ack = shift_down(self.ack, advance);
-            self.rx = shift_down(self.rx, advance);
-            self.ack_request = shift_down(self.ack_request, advance);
-            self.nacked = shift_down(self.nacked, advance);
+            ack = shift_down(ack, advance);
+            rx = shift_down(rx, advance);
+            requests = shift_down(requests, advance);
+            nacked = shift_down(nacked, advance);
         }
+        self.ack = ack;
+        self.rx = rx;
+        self.ack_request = requests;
+        self.nacked = nacked;
         Some((ack_request, advance))
     }
 

@@ -42,6 +42,7 @@ impl DeliveryConnection {
     /// pacing gap allow one now: retransmissions (and Resyncs) first, then
     /// first transmissions, which get their PSN here (§9.1.3). Call until
     /// `None` after every input.
+    #[inline]
     pub fn poll_transmit(&mut self, now: Timestamp) -> Option<TxPacket> {
         if self.failed.is_some() {
             return None;
@@ -123,6 +124,7 @@ impl DeliveryConnection {
     /// ordered connections the lower RSN of the two request heads goes
     /// first or nothing does (§9.1.3: "transmit the packet in RSN order
     /// across both the request and data sliding windows").
+    #[inline]
     fn pick_first(&self) -> Option<Candidate> {
         let gate = self.gate();
         let ready = |packet: &OutgoingPacket| {
@@ -172,6 +174,7 @@ impl DeliveryConnection {
 
     /// §9.1.3: PSN = NPSN, NPSN + 1, buffer until acknowledged, start the
     /// retransmit timer.
+    #[inline]
     fn send_first(&mut self, now: Timestamp, queue: Queue) -> Option<TxPacket> {
         let packet = match queue {
             Queue::PullRequests => self.queues.pull_requests.pop_front(),
@@ -179,14 +182,14 @@ impl DeliveryConnection {
             Queue::PullData => self.queues.pull_data.pop_front(),
         }?;
         let window = packet.kind.window();
-        let slot = SentPacket::new(
+        let psn = self.tx_mut(window).push_first(
+            now,
             packet.kind,
             packet.rsn,
             packet.request_length,
             packet.payload_len,
             packet.handle,
         );
-        let psn = self.tx_mut(window).push(now, slot);
         self.stats.packets_sent += 1;
         self.arm_retransmit_timer(now.saturating_add(self.rue.state.rto()));
         self.build(now, window, psn, None)
@@ -235,6 +238,7 @@ impl DeliveryConnection {
     }
 
     /// The header of `psn`'s slot with the AR bit and the piggy-backed ACK.
+    #[inline]
     fn build(
         &mut self,
         now: Timestamp,
@@ -242,7 +246,17 @@ impl DeliveryConnection {
         psn: Psn,
         retransmission: Option<Retransmission>,
     ) -> Option<TxPacket> {
-        let slot = *self.tx(window).slot(psn)?;
+        // The fields, not a copy of the whole slot: it was just written
+        // field by field, and a 56-byte copy of it stalled on store
+        // forwarding.
+        let slot = self.tx(window).slot(psn)?;
+        let (kind, rsn, request_length, payload_len, handle) = (
+            slot.kind,
+            slot.rsn,
+            slot.request_length,
+            slot.payload_len,
+            slot.handle,
+        );
         let fcwnd = self.rue.state.fcwnd;
         let ack_request = self.ar_policy.next(
             fcwnd,
@@ -260,31 +274,31 @@ impl DeliveryConnection {
             data_bpsn: self.rx_data.base(),
             request_bpsn: self.rx_request.base(),
             psn,
-            rsn: slot.rsn,
+            rsn,
         };
-        let payload_len = usize::from(slot.payload_len);
-        let (repr, handle) = match slot.kind {
+        let payload_len = usize::from(payload_len);
+        let (repr, handle) = match kind {
             SentKind::Transaction(PacketKind::PullRequest) => (
                 FalconRepr::PullRequest(PullRequestRepr {
                     header,
-                    request_length: slot.request_length,
+                    request_length,
                     payload_len,
                 }),
-                Some(slot.handle),
+                Some(handle),
             ),
             SentKind::Transaction(PacketKind::PullData) => (
                 FalconRepr::PullData(PullDataRepr {
                     header,
                     payload_len,
                 }),
-                Some(slot.handle),
+                Some(handle),
             ),
             SentKind::Transaction(PacketKind::PushData) => (
                 FalconRepr::PushData(PushDataRepr {
                     header,
-                    request_length: slot.request_length,
+                    request_length,
                 }),
-                Some(slot.handle),
+                Some(handle),
             ),
             // §9.1.8: the original PSN and RSN, the original packet type and
             // the reason code.

@@ -54,6 +54,7 @@ pub struct SentPacket {
 
 impl SentPacket {
     /// A slot for a first transmission at `now`.
+    #[inline]
     pub fn new(
         kind: PacketKind,
         rsn: Rsn,
@@ -242,6 +243,51 @@ impl TxWindow {
         psn
     }
 
+    /// [`push`](Self::push) of `SentPacket::new(kind, rsn, request_length,
+    /// payload_len, handle)`, written into its slot field by field. A whole
+    /// `SentPacket` built by the caller and copied in stalled on store
+    /// forwarding right after its field-by-field stores (perf annotate:
+    /// ~55 % of this function's samples).
+    #[inline]
+    pub fn push_first(
+        &mut self,
+        now: Timestamp,
+        kind: PacketKind,
+        rsn: Rsn,
+        request_length: u16,
+        payload_len: u16,
+        handle: PayloadHandle,
+    ) -> Psn {
+        debug_assert!(self.has_room(), "TX window full");
+        if self.in_flight() > self.mask {
+            self.grow();
+        }
+        let psn = self.next;
+        let in_orc = kind.is_request();
+        if in_orc {
+            self.outstanding_requests += 1;
+        }
+        let slot = &mut self.slots[(psn.value() & self.mask) as usize];
+        slot.kind = SentKind::Transaction(kind);
+        slot.rsn = rsn;
+        slot.request_length = request_length;
+        slot.payload_len = payload_len;
+        slot.handle = handle;
+        slot.last_tx = now;
+        slot.retransmit_count = 0;
+        slot.early_retransmits = 0;
+        slot.in_orc = in_orc;
+        slot.in_orrc = false;
+        slot.received = false;
+        slot.rnr_until = None;
+        slot.retransmitted = false;
+        slot.reason = Retransmission::Timeout;
+        self.acked.clear(psn);
+        self.retransmit.clear(psn);
+        self.next = psn.next();
+        psn
+    }
+
     /// Moves BPSN to `new_base` (an ACK's cumulative base, checked by the
     /// caller to lie in `[BPSN, NPSN]`), releasing every packet below it not
     /// already acknowledged; `released` sees each. Returns how many.
@@ -249,6 +295,28 @@ impl TxWindow {
         let advance = self.base.distance(new_base);
         debug_assert!(advance <= self.in_flight(), "advance beyond NPSN");
         let advance = advance.min(self.in_flight());
+        if self.retransmit_pending == 0 && self.acked.first_set(self.base, advance).is_none() {
+            // The common cumulative ACK: nothing in the range was acknowledged
+            // out of order or awaits retransmission (no retransmit bit is set
+            // anywhere when none is pending), so every packet is released in
+            // order without the bitmap scans, ~60 instead of ~180
+            // instructions a packet (callgrind, `push64_plain_profile`).
+            for offset in 0..advance {
+                let psn = self.base.wrapping_add(offset);
+                let slot = &mut self.slots[(psn.value() & self.mask) as usize];
+                if slot.in_orc {
+                    slot.in_orc = false;
+                    self.outstanding_requests -= 1;
+                }
+                if slot.in_orrc {
+                    slot.in_orrc = false;
+                    self.outstanding_retransmitted -= 1;
+                }
+                released(psn, slot);
+            }
+            self.base = self.base.wrapping_add(advance);
+            return advance;
+        }
         let mut count = 0;
         let mut offset = 0;
         while offset < advance {

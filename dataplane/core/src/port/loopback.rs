@@ -120,6 +120,32 @@ impl LoopbackPort {
         self.lock().lines[1 - self.side].len()
     }
 
+    /// The cache is empty: take a batch from the shared pool, or allocate.
+    fn refill(&mut self) -> Option<FrameBuf> {
+        let (capacity, pool) = (self.config.frame_capacity, self.config.pool_size);
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let take = shared.free.len().min(CACHE_BATCH);
+        let at = shared.free.len() - take;
+        self.cache.extend(shared.free.drain(at..));
+        if let Some(mut buf) = self.cache.pop() {
+            buf.set_len(0);
+            return Some(buf);
+        }
+        if shared.allocated >= pool {
+            return None;
+        }
+        shared.allocated += 1;
+        drop(shared);
+        Some(FrameBuf::new(capacity))
+    }
+
+    /// The cache is full: return a batch to the shared pool.
+    fn spill(&mut self) {
+        let at = self.cache.len() - CACHE_BATCH;
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        shared.free.extend(self.cache.drain(at..));
+    }
+
     fn lock(&self) -> MutexGuard<'_, Shared> {
         // A panic while holding the lock leaves plain queues behind, still
         // consistent: keep using them.
@@ -138,34 +164,24 @@ impl Port for LoopbackPort {
         }
     }
 
+    // The cache hit inline and untouched (lengths are zeroed on `free`): a
+    // `FrameBuf` modified and then returned through memory was copied right
+    // after the store to its length, a store-forwarding stall per frame
+    // (perf annotate: ~20 % of the bench loop's own samples).
+    #[inline]
     fn alloc(&mut self) -> Option<FrameBuf> {
-        if let Some(mut buf) = self.cache.pop() {
-            buf.set_len(0);
-            return Some(buf);
+        match self.cache.pop() {
+            Some(buf) => Some(buf),
+            None => self.refill(),
         }
-        let (capacity, pool) = (self.config.frame_capacity, self.config.pool_size);
-        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let take = shared.free.len().min(CACHE_BATCH);
-        let at = shared.free.len() - take;
-        self.cache.extend(shared.free.drain(at..));
-        if let Some(mut buf) = self.cache.pop() {
-            buf.set_len(0);
-            return Some(buf);
-        }
-        if shared.allocated >= pool {
-            return None;
-        }
-        shared.allocated += 1;
-        drop(shared);
-        Some(FrameBuf::new(capacity))
     }
 
-    fn free(&mut self, buf: FrameBuf) {
+    #[inline]
+    fn free(&mut self, mut buf: FrameBuf) {
+        buf.set_len(0);
         self.cache.push(buf);
         if self.cache.len() >= 2 * CACHE_BATCH {
-            let at = self.cache.len() - CACHE_BATCH;
-            let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-            shared.free.extend(self.cache.drain(at..));
+            self.spill();
         }
     }
 

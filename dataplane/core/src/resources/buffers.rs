@@ -30,6 +30,7 @@ impl Buffers {
     }
 
     /// A vector holding a copy of `bytes`.
+    #[inline]
     pub fn copy_of(&mut self, bytes: &[u8]) -> Vec<u8> {
         let mut buf = match self.free.pop() {
             Some(buf) => buf,

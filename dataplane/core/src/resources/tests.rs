@@ -251,3 +251,40 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The one-pass check of `reserve_ulp` (functions and hosts unlimited)
+    /// accepts exactly what the level-by-level checks accept, at limits and
+    /// capacities up to `u32::MAX`, where a sum wraps.
+    #[test]
+    fn ulp_fast_path_agrees_with_the_level_checks(
+        limit in prop_oneof![Just(u32::MAX), Just(u32::MAX - 1), 1u32..64],
+        capacity in prop_oneof![Just(u32::MAX), 1u32..64],
+        pushes in proptest::collection::vec(
+            (0usize..3, prop_oneof![Just(u32::MAX as usize), Just(1usize << 31), 0usize..5000]),
+            1..40,
+        ),
+    ) {
+        let capacities = TxPool { ulp_request: capacity, ulp_data: capacity };
+        // One-byte cells: a push of u32::MAX bytes holds u32::MAX cells, so
+        // two of them wrap a u32 sum.
+        let config = ResourceConfig {
+            cell_size: 1,
+            tx_packet: capacities,
+            tx_buffer: capacities,
+            rx_packet: RxPool { ulp_request: capacity, network_request: capacity },
+            rx_buffer: RxPool { ulp_request: capacity, network_request: capacity },
+            per_connection: CreditLimits::all(limit),
+            ..ResourceConfig::default()
+        };
+        let mut resources = Resources::new(config);
+        let mut accounts: Vec<Account> = (0..3).map(|_| resources.open_account(None, 0, 0)).collect();
+        for (account, len) in pushes {
+            let demand = Demand::push(len, config.cell_size);
+            let expected = resources
+                .check_entities(&accounts[account], &demand, ULP_CREDITS)
+                .and_then(|()| resources.check_global(&demand, ULP_CREDITS, Level::Global, &resources.capacity));
+            prop_assert_eq!(resources.reserve_ulp(&mut accounts[account], &demand), expected);
+        }
+    }
+}

@@ -18,9 +18,10 @@ use crate::delivery::{
     Arrival, DeliveryConnection, OrderingMode, OutgoingPacket, PacketKind, SentKind, SubmitError,
 };
 use crate::drop::DropReason;
-use crate::resources::Demand;
+use crate::resources::{Demand, RX_LANES, TX_LANES};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
+use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     Completion, CompletionStatus, RejectReason, Rejected, Transaction, TransactionKind, UlpEvent,
 };
@@ -78,6 +79,27 @@ struct Slot {
     completed: bool,
 }
 
+impl Default for Slot {
+    /// A slot before `submit` fills it in.
+    fn default() -> Self {
+        Slot {
+            state: InitiatorState::PushReqUlpRx,
+            kind: TransactionKind::Push,
+            tag: 0,
+            request_length: 0,
+            request: Vec::new(),
+            data: Vec::new(),
+            demand: Demand::ZERO,
+            tx_held: true,
+            psn: None,
+            sent_at: None,
+            nacked: None,
+            outcome: None,
+            completed: false,
+        }
+    }
+}
+
 /// The initiator of one connection.
 #[derive(Debug)]
 pub struct Initiator {
@@ -88,7 +110,7 @@ pub struct Initiator {
     brsn: Rsn,
     /// NRSN: the next RSN to assign (§8.4.1).
     nrsn: Rsn,
-    slots: VecDeque<Slot>,
+    slots: SlotRing<Slot>,
     /// Pull Requests not yet handed to the delivery sublayer (RSN order).
     pull_requests: VecDeque<Rsn>,
     /// Push Data not yet handed to the delivery sublayer (RSN order).
@@ -116,7 +138,7 @@ impl Initiator {
             retired: first_rsn,
             brsn: first_rsn,
             nrsn: first_rsn,
-            slots: VecDeque::new(),
+            slots: SlotRing::new(),
             pull_requests: VecDeque::new(),
             pushes: VecDeque::new(),
             in_delivery: [0; 2],
@@ -134,6 +156,7 @@ impl Initiator {
     ///
     /// [`Rejected`] with the payload: too long, or out of credits (the ULP
     /// also gets an Xoff).
+    #[inline]
     pub fn submit(&mut self, ctx: &mut Ctx<'_>, transaction: Transaction) -> Result<Rsn, Rejected> {
         let max = ctx.shared.config.max_payload;
         let cell = ctx.shared.resources.config().cell_size;
@@ -187,21 +210,21 @@ impl Initiator {
                 InitiatorState::PullReqUlpRx
             }
         };
-        self.slots.push_back(Slot {
-            state,
-            kind: transaction.kind,
-            tag: transaction.tag,
-            request_length,
-            request: transaction.payload,
-            data: Vec::new(),
-            demand,
-            tx_held: true,
-            psn: None,
-            sent_at: None,
-            nacked: None,
-            outcome: None,
-            completed: false,
-        });
+        // Filled in place, every field (see `SlotRing`).
+        let slot = self.slots.push_back();
+        slot.state = state;
+        slot.kind = transaction.kind;
+        slot.tag = transaction.tag;
+        slot.request_length = request_length;
+        slot.request = transaction.payload;
+        slot.data = Vec::new();
+        slot.demand = demand;
+        slot.tx_held = true;
+        slot.psn = None;
+        slot.sent_at = None;
+        slot.nacked = None;
+        slot.outcome = None;
+        slot.completed = false;
         Ok(rsn)
     }
 
@@ -210,6 +233,7 @@ impl Initiator {
     /// sublayer's transmit pick then chooses between them (RSN order on
     /// ordered connections, §9.1.3; round robin otherwise), and this layer
     /// keeps the rest until the scheduler turns to the connection again.
+    #[inline]
     pub fn top_up(&mut self, delivery: &mut DeliveryConnection) {
         for (i, kind) in [(0, PacketKind::PullRequest), (1, PacketKind::PushData)] {
             if self.in_delivery[i] > 0 {
@@ -262,10 +286,15 @@ impl Initiator {
     /// The first transmission of our Pull Request or Push Data `rsn` left
     /// with `psn` (states PullReqTx / PushDataTx, §8.4.3); its soft-state
     /// timeout starts.
+    #[inline]
     pub fn on_first_transmit(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) {
-        let Some(index) = self.index(rsn) else {
-            return;
-        };
+        if let Some(index) = self.index(rsn) {
+            self.mark_sent(index, now, psn);
+        }
+    }
+
+    /// PullReqTx / PushDataTx for slot `index`, sent with `psn` at `now`.
+    fn mark_sent(&mut self, index: usize, now: Timestamp, psn: Psn) {
         let slot = &mut self.slots[index];
         let i = usize::from(slot.kind == TransactionKind::Push);
         self.in_delivery[i] = self.in_delivery[i].saturating_sub(1);
@@ -288,6 +317,22 @@ impl Initiator {
         self.new_deadline.take()
     }
 
+    /// The earliest deadline added since the engine last took them, left in
+    /// place.
+    pub fn new_deadline(&self) -> Option<Timestamp> {
+        self.new_deadline
+    }
+
+    /// [`on_first_transmit`](Self::on_first_transmit), then the payload to
+    /// build the packet with (one slot lookup for both).
+    pub fn first_transmit(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) -> &[u8] {
+        let Some(index) = self.index(rsn) else {
+            return &[];
+        };
+        self.mark_sent(index, now, psn);
+        self.slots[index].request.as_slice()
+    }
+
     /// The payload of our packet `rsn` (for building it).
     pub fn payload(&self, rsn: Rsn) -> Option<&[u8]> {
         self.index(rsn).map(|i| self.slots[i].request.as_slice())
@@ -295,6 +340,7 @@ impl Initiator {
 
     /// Our packet for `rsn` (or the Resync that replaced it) was
     /// acknowledged: it left the retransmit buffer.
+    #[inline]
     pub fn on_acked(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
         let Some(index) = self.index(rsn) else {
             return;
@@ -324,12 +370,11 @@ impl Initiator {
         }
         if slot.tx_held {
             slot.tx_held = false;
-            let tx = slot.demand.tx_part();
             if slot.completed {
                 let request = core::mem::take(&mut slot.request);
                 ctx.shared.buffers.give(request);
             }
-            ctx.release(&tx);
+            ctx.release_lanes(&slot.demand, TX_LANES);
         }
         self.settle(ctx, rsn);
     }
@@ -466,7 +511,7 @@ impl Initiator {
     }
 
     /// The next timeout sweep.
-    pub fn next_deadline(&mut self) -> Option<Timestamp> {
+    pub fn next_deadline(&self) -> Option<Timestamp> {
         self.sweep_at
     }
 
@@ -481,8 +526,7 @@ impl Initiator {
         for slot in self.slots.iter_mut() {
             if slot.tx_held {
                 slot.tx_held = false;
-                let tx = slot.demand.tx_part();
-                ctx.release(&tx);
+                ctx.release_lanes(&slot.demand, TX_LANES);
             }
             if !slot.completed && slot.outcome.is_none() {
                 slot.outcome = Some((CompletionStatus::DeadConnection, 0));
@@ -514,6 +558,7 @@ impl Initiator {
     /// connections every transaction from BRSN on that has an outcome, in
     /// RSN order (§8.4.2); on unordered ones `rsn` itself. Then retires the
     /// finished slots at the front.
+    #[inline]
     fn settle(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
         match self.ordering {
             OrderingMode::Ordered => {
@@ -543,7 +588,8 @@ impl Initiator {
                 break;
             }
             if let Some(front) = self.slots.pop_front() {
-                ctx.shared.buffers.give(front.request);
+                ctx.shared.buffers.give(core::mem::take(&mut front.request));
+                front.data = Vec::new();
             }
             self.retired = self.retired.next();
         }
@@ -552,6 +598,7 @@ impl Initiator {
     /// Hands slot `index`'s completion to the ULP if it has an outcome and
     /// has not completed (PushCplTx / PullDataUlpTx), releasing its Rx
     /// resources.
+    #[inline]
     fn complete(&mut self, ctx: &mut Ctx<'_>, index: usize) {
         let rsn = self.retired.wrapping_add(index as u32);
         let slot = &mut self.slots[index];
@@ -594,8 +641,7 @@ impl Initiator {
             data,
             request,
         });
-        let rx = slot.demand.rx_part();
-        ctx.release(&rx);
+        ctx.release_lanes(&slot.demand, RX_LANES);
         ctx.shared.events.push_back(event);
     }
 

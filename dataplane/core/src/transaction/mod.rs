@@ -67,6 +67,7 @@
 //!   physical resources are ultimately guarded and reclaimed by timeout").
 
 pub mod initiator;
+mod ring;
 pub mod target;
 pub mod ulp;
 
@@ -237,6 +238,18 @@ impl Ctx<'_> {
         }
         self.shared.resources.release(self.account, demand);
         self.shared.released = true;
+    }
+
+    /// Releases the lanes `lanes` of `demand` (its Tx or Rx part, see
+    /// [`Resources::release_lanes`]).
+    pub(crate) fn release_lanes(&mut self, demand: &Demand, lanes: [u32; 8]) {
+        if self
+            .shared
+            .resources
+            .release_lanes(self.account, demand, lanes)
+        {
+            self.shared.released = true;
+        }
     }
 
     /// Tells the ULP to stop submitting on this connection (once), and

@@ -21,6 +21,7 @@ use crate::drop::DropReason;
 use crate::resources::Demand;
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
+use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
 };
@@ -102,7 +103,27 @@ struct Slot {
     delivered_at: Timestamp,
 }
 
+impl Default for Slot {
+    fn default() -> Self {
+        Slot::unseen()
+    }
+}
+
 impl Slot {
+    /// Back to [`unseen`](Self::unseen), field by field in place (see
+    /// `SlotRing`).
+    fn reset(&mut self) {
+        self.state = TargetState::Unseen;
+        self.kind = TransactionKind::Push;
+        self.psn = Psn::new(0);
+        self.request_length = 0;
+        self.payload = Vec::new();
+        self.network = Demand::ZERO;
+        self.data = Demand::ZERO;
+        self.redelivery = false;
+        self.delivered_at = Timestamp::ZERO;
+    }
+
     const fn unseen() -> Self {
         Slot {
             state: TargetState::Unseen,
@@ -126,7 +147,7 @@ pub struct Target {
     base: Rsn,
     /// NRSN: the next RSN to deliver on an ordered connection (§8.5.1).
     next: Rsn,
-    slots: VecDeque<Slot>,
+    slots: SlotRing<Slot>,
     /// Ordered: RNR-NACKed requests not yet accepted on redelivery; while
     /// any, only the lowest of them is delivered (§8.5.3.4).
     blocked: Vec<Rsn>,
@@ -155,7 +176,7 @@ impl Target {
             ordering,
             base: first_rsn,
             next: first_rsn,
-            slots: VecDeque::new(),
+            slots: SlotRing::new(),
             blocked: Vec::new(),
             rnr_timers: Vec::new(),
             pull_data: VecDeque::new(),
@@ -170,6 +191,7 @@ impl Target {
     /// network. Allocate network-request resources (refused: resource NACK,
     /// the packet is dropped and retransmitted), take it, and deliver it —
     /// in RSN order on an ordered connection.
+    #[inline]
     pub fn on_request(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: &[u8]) {
         let rsn = arrival.rsn;
         let offset = rsn.offset_from(self.base);
@@ -186,7 +208,7 @@ impl Target {
         }
         let index = offset as usize;
         while self.slots.len() <= index {
-            self.slots.push_back(Slot::unseen());
+            self.slots.push_back().reset();
         }
         let kind = match arrival.kind {
             PacketKind::PushData => TransactionKind::Push,
@@ -255,6 +277,7 @@ impl Target {
     ///
     /// [`UlpCommandError::NotAwaiting`] if `rsn` is not delivered and
     /// unanswered.
+    #[inline]
     pub fn ulp_ack(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) -> Result<(), UlpCommandError> {
         let index = self.awaiting(rsn)?;
         let slot = &mut self.slots[index];
@@ -272,7 +295,19 @@ impl Target {
             }
         }
         ctx.release(&network);
-        self.unblock(ctx, rsn);
+        if self.blocked.is_empty() {
+            // Nothing becomes deliverable: with no RNR redelivery awaited,
+            // every arrival, resync and RNR timer already ran
+            // `deliver_ready`, so the slot at NRSN is not held, and the
+            // answered `rsn` was delivered. What `unblock` would do is the
+            // timer cleanup and the retirement.
+            if !self.rnr_timers.is_empty() {
+                self.rnr_timers.retain(|&(_, r)| r != rsn);
+            }
+            self.retire();
+        } else {
+            self.unblock(ctx, rsn);
+        }
         Ok(())
     }
 
@@ -397,6 +432,7 @@ impl Target {
 
     /// Hands the head of the Pull Data queue to the delivery sublayer (one
     /// at a time, see [`Initiator::top_up`](super::Initiator::top_up)).
+    #[inline]
     pub fn top_up(&mut self, delivery: &mut crate::delivery::DeliveryConnection) {
         if self.in_delivery > 0 {
             return;
@@ -429,6 +465,7 @@ impl Target {
     }
 
     /// Our Pull Data `rsn` left for the first time (PullDataTx).
+    #[inline]
     pub fn on_first_transmit(&mut self, rsn: Rsn) {
         self.in_delivery = self.in_delivery.saturating_sub(1);
         if let Some(index) = self.index(rsn) {
@@ -469,7 +506,7 @@ impl Target {
         }
         let index = offset as usize;
         while self.slots.len() <= index {
-            self.slots.push_back(Slot::unseen());
+            self.slots.push_back().reset();
         }
         let slot = &mut self.slots[index];
         match slot.state {
@@ -526,7 +563,7 @@ impl Target {
     }
 
     /// The next timer: an RNR redelivery or a reclaim sweep.
-    pub fn next_deadline(&mut self) -> Option<Timestamp> {
+    pub fn next_deadline(&self) -> Option<Timestamp> {
         let rnr = self.rnr_timers.iter().map(|&(t, _)| t).min();
         match (rnr, self.sweep_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -537,6 +574,12 @@ impl Target {
     /// The earliest deadline added since the last call.
     pub fn take_new_deadline(&mut self) -> Option<Timestamp> {
         self.new_deadline.take()
+    }
+
+    /// The earliest deadline added since the engine last took them, left in
+    /// place.
+    pub fn new_deadline(&self) -> Option<Timestamp> {
+        self.new_deadline
     }
 
     fn note_deadline(&mut self, deadline: Timestamp) {
@@ -588,6 +631,7 @@ impl Target {
     /// connection the awaited RNR redelivery if it is back, else every held
     /// request from NRSN on in RSN order (skipping resynced RSNs); on an
     /// unordered one `rsn` itself if it is held.
+    #[inline]
     fn deliver_ready(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
         match self.ordering {
             OrderingMode::Ordered => {
@@ -623,6 +667,7 @@ impl Target {
 
     /// §8.5.3.1 / §8.5.3.3: deliver to the ULP (PullReqUlpTx /
     /// PushReqUlpTx).
+    #[inline]
     fn deliver(&mut self, ctx: &mut Ctx<'_>, index: usize) {
         let rsn = self.base.wrapping_add(index as u32);
         let slot = &mut self.slots[index];
@@ -668,18 +713,25 @@ impl Target {
     /// `rsn` was answered or skipped: lift its block and deliver what may
     /// go now.
     fn unblock(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
-        self.blocked.retain(|&b| b != rsn);
-        self.rnr_timers.retain(|&(_, r)| r != rsn);
+        if !self.blocked.is_empty() {
+            self.blocked.retain(|&b| b != rsn);
+        }
+        if !self.rnr_timers.is_empty() {
+            self.rnr_timers.retain(|&(_, r)| r != rsn);
+        }
         self.deliver_ready(ctx, rsn);
     }
 
     /// Pops finished requests off the front of the ring (BRSN moves on).
+    #[inline]
     fn retire(&mut self) {
         while let Some(front) = self.slots.front() {
             if !front.state.is_finished() {
                 break;
             }
-            self.slots.pop_front();
+            if let Some(front) = self.slots.pop_front() {
+                front.payload = Vec::new();
+            }
             self.base = self.base.next();
         }
         if self.next.before(self.base) {

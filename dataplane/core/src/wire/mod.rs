@@ -80,6 +80,7 @@
 
 pub(crate) mod bytes;
 pub mod checksum;
+pub mod datapath;
 pub mod ethernet;
 pub mod falcon;
 pub mod frame;
@@ -94,6 +95,7 @@ mod fuzz_tests;
 pub(crate) mod testing;
 
 pub use checksum::{internet_checksum, PseudoHeader};
+pub use datapath::{parse_rx, FrameTemplate, RxFrame};
 pub use ethernet::{
     Address as EthernetAddress, EtherType, Packet as EthernetPacket, Repr as EthernetRepr, VlanTag,
 };

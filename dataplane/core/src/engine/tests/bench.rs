@@ -3,7 +3,8 @@
 //! --nocapture engine::tests::bench`). Knobs, by environment variable:
 //! `PHASES=1` prints ns per transaction for each phase of the loop,
 //! `WINDOW=n` caps transactions in flight (default 128), `OFFLOAD=1` skips
-//! the IPv4/UDP checksum checks (as with a NIC that verifies them).
+//! the IPv4/UDP checksum checks (as with a NIC that verifies them),
+//! `TXNS=n` sets the transactions of the `*_profile` runs (for callgrind).
 
 use std::time::Instant;
 
@@ -178,16 +179,31 @@ fn push_loop_against_crypto_bounds() {
     );
 }
 
+/// Transactions of a profiling run: `TXNS`, else `default`.
+fn profile_txns(default: u64) -> u64 {
+    std::env::var("TXNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 #[test]
 #[ignore = "profiling: the plain 64-byte push loop alone"]
 fn push64_plain_profile() {
-    let (rate, _) = run(false, 64, 1_000_000);
+    let (rate, _) = run(false, 64, profile_txns(1_000_000));
     eprintln!("push64 {:.2} Mops", rate / 1e6);
 }
 
 #[test]
 #[ignore = "profiling: the 4 KiB PSP push loop alone"]
 fn loop4k_psp_profile() {
-    let (rate, gbps) = run(true, 4096, 200_000);
+    let (rate, gbps) = run(true, 4096, profile_txns(200_000));
     eprintln!("loop4k_psp {:.2} Gbit/s ({:.0}/s)", gbps, rate);
+}
+
+#[test]
+#[ignore = "profiling: the 64-byte PSP push loop alone"]
+fn push64_psp_profile() {
+    let (rate, _) = run(true, 64, profile_txns(1_000_000));
+    eprintln!("push64_psp {:.2} Mops", rate / 1e6);
 }

@@ -24,11 +24,15 @@
 
 use core::fmt;
 
-use super::common::{check_version_and_type, common_getters, common_setters, FALCON_VERSION};
+use super::common::{
+    check_version_and_type, common_getters, common_setters, field as common_field, FALCON_VERSION,
+};
 use super::{PacketType, ProtocolType};
 use crate::error::ParseError;
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::seq::{Psn, Rsn};
+
+use field as base_field;
 
 pub(super) mod field {
     use crate::wire::bytes::Field;
@@ -248,16 +252,24 @@ pub struct BaseHeader {
 
 impl BaseHeader {
     /// Reads the base header of any view starting with it.
+    #[inline(always)]
     pub(super) fn read<T: AsRef<[u8]>>(packet: &Packet<T>) -> BaseHeader {
+        // The fields at fixed offsets of a 24-byte array: one length check
+        // instead of one per field.
+        let b = header_bytes(packet.buffer.as_ref());
+        let word = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let type_byte = b[base_field::TYPE_BYTE];
         BaseHeader {
-            connection_id: packet.connection_id(),
-            destination_function: packet.destination_function(),
-            protocol: packet.protocol_type(),
-            ack_request: packet.ack_request(),
-            data_bpsn: packet.data_bpsn(),
-            request_bpsn: packet.request_bpsn(),
-            psn: packet.psn(),
-            rsn: packet.rsn(),
+            connection_id: ConnectionId::truncating(word(0)),
+            destination_function: DestinationFunction::truncating(word(4) >> 8),
+            protocol: ProtocolType::from(
+                (type_byte & base_field::PROTOCOL_MASK) >> base_field::PROTOCOL_SHIFT,
+            ),
+            ack_request: type_byte & base_field::ACK_REQUEST_MASK != 0,
+            data_bpsn: Psn::new(word(common_field::DATA_BPSN.start)),
+            request_bpsn: Psn::new(word(common_field::REQUEST_BPSN.start)),
+            psn: Psn::new(word(base_field::PSN.start)),
+            rsn: Rsn::new(word(base_field::RSN.start)),
         }
     }
 
@@ -268,20 +280,29 @@ impl BaseHeader {
         packet_type: PacketType,
         packet: &mut Packet<T>,
     ) {
-        packet.set_version(FALCON_VERSION);
-        packet.set_connection_id(self.connection_id);
-        packet.set_destination_function(self.destination_function);
-        packet.set_protocol_type(self.protocol);
-        packet.set_packet_type(packet_type);
-        packet.set_ack_request(self.ack_request);
-        packet.set_data_bpsn(self.data_bpsn);
-        packet.set_request_bpsn(self.request_bpsn);
-        packet.set_psn(self.psn);
-        packet.set_rsn(self.rsn);
+        let b = header_bytes_mut(packet.buffer.as_mut());
+        let mut put = |at: usize, value: u32| b[at..at + 4].copy_from_slice(&value.to_be_bytes());
+        // Bytes 1–3 the CID, 4–6 the function (bytes 0 and 7 follow).
+        put(0, self.connection_id.value());
+        put(4, self.destination_function.value() << 8);
+        put(common_field::DATA_BPSN.start, self.data_bpsn.value());
+        put(common_field::REQUEST_BPSN.start, self.request_bpsn.value());
+        put(base_field::PSN.start, self.psn.value());
+        put(base_field::RSN.start, self.rsn.value());
+        // The version above a zero reserved nibble.
+        b[common_field::VERSION] =
+            (FALCON_VERSION << common_field::VERSION_SHIFT) & common_field::VERSION_MASK;
+        // Protocol | packet type | AR: every bit of byte 7.
+        b[base_field::TYPE_BYTE] = ((u8::from(self.protocol) << base_field::PROTOCOL_SHIFT)
+            & base_field::PROTOCOL_MASK)
+            | ((u8::from(packet_type) << common_field::PACKET_TYPE_SHIFT)
+                & common_field::PACKET_TYPE_MASK)
+            | u8::from(self.ack_request);
     }
 
     /// Reads and validates the base header at the start of `bytes` (at least
     /// [`HEADER_LEN`] long): version 1 and the expected packet type.
+    #[inline(always)]
     pub(super) fn parse_typed(
         bytes: &[u8],
         expected: PacketType,
@@ -295,6 +316,21 @@ impl BaseHeader {
     pub(super) fn emit_typed(&self, packet_type: PacketType, bytes: &mut [u8]) {
         self.write(packet_type, &mut Packet::new_unchecked(bytes));
     }
+}
+
+/// The first [`HEADER_LEN`] bytes. Invariant: the views' `check_len` (or the
+/// emitter's buffer of `buffer_len()` bytes) guarantees them.
+fn header_bytes(bytes: &[u8]) -> &[u8; HEADER_LEN] {
+    bytes[..HEADER_LEN]
+        .try_into()
+        .expect("a slice of HEADER_LEN bytes")
+}
+
+/// [`header_bytes`], writable.
+fn header_bytes_mut(bytes: &mut [u8]) -> &mut [u8; HEADER_LEN] {
+    (&mut bytes[..HEADER_LEN])
+        .try_into()
+        .expect("a slice of HEADER_LEN bytes")
 }
 
 impl fmt::Display for BaseHeader {

@@ -84,6 +84,10 @@ impl Repr {
     /// [`ParseError::UnknownPacketType`] for reserved types (their layout is
     /// unknown), or a typed parser's error (for example
     /// [`ParseError::LengthMismatch`] for Push Data).
+    // Inlined into the receive path: returned through memory, the Repr's
+    // field-by-field stores stalled the caller's 16-byte copy of it (store
+    // forwarding; perf annotate: ~40 % of this function's samples).
+    #[inline(always)]
     pub fn parse(bytes: &[u8]) -> Result<Repr, ParseError> {
         let packet_type = peek_packet_type(bytes)?;
         let version = (bytes[field::VERSION] & field::VERSION_MASK) >> field::VERSION_SHIFT;
@@ -177,6 +181,7 @@ impl Repr {
     /// # Panics
     ///
     /// If `bytes` is shorter than [`header_len`](Self::header_len).
+    #[inline]
     pub fn emit(&self, bytes: &mut [u8]) {
         match self {
             Repr::PullRequest(r) => r.emit(&mut pull_request::Packet::new_unchecked(bytes)),

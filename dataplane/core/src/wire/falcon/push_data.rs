@@ -151,6 +151,7 @@ impl Repr {
     /// [`ParseError::UnexpectedPacketType`], or
     /// [`ParseError::LengthMismatch`] when the payload size differs from the
     /// request length (OCP Falcon 0.9 §7.5 p.29: "must match").
+    #[inline(always)]
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         let bytes = packet.buffer.as_ref();
