@@ -41,6 +41,13 @@ fn falcon(args: &[&str]) -> Output {
         .expect("run falcon")
 }
 
+/// `falcon psp encrypt|decrypt -c CFG -i IN -o OUT EXTRA...`.
+fn psp_tool(action: &str, cfg: &str, input: &str, output: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["psp", action, "-c", cfg, "-i", input, "-o", output];
+    args.extend_from_slice(extra);
+    falcon(&args)
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -176,16 +183,13 @@ fn tunnel_mode_round_trips_and_counts_skips() {
         &[reference_cleartext(), not_ip, reference_cleartext()],
     );
     let enc = s.path("enc.pcap");
-    let o = falcon(&[
-        "psp",
+    let o = psp_tool(
         "encrypt",
-        "-c",
         &config("encrypt_tunnel_crypt_off_128.cfg"),
-        "-i",
         clear.to_str().unwrap(),
-        "-o",
         enc.to_str().unwrap(),
-    ]);
+        &[],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -204,16 +208,13 @@ fn tunnel_mode_round_trips_and_counts_skips() {
     );
 
     let dec = s.path("dec.pcap");
-    let o = falcon(&[
-        "psp",
+    let o = psp_tool(
         "decrypt",
-        "-c",
         &config("decrypt.cfg"),
-        "-i",
         enc.to_str().unwrap(),
-        "-o",
         dec.to_str().unwrap(),
-    ]);
+        &[],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
         read_frames(&dec),
@@ -227,29 +228,22 @@ fn forced_error_fails_authentication_with_exit_1() {
     let clear = s.path("cleartext.pcap");
     write_pcap(&clear, &[reference_cleartext()]);
     let enc = s.path("enc.pcap");
-    let o = falcon(&[
-        "psp",
+    let o = psp_tool(
         "encrypt",
-        "-e",
-        "-c",
         &config("encrypt_transport_crypt_off_128.cfg"),
-        "-i",
         clear.to_str().unwrap(),
-        "-o",
         enc.to_str().unwrap(),
-    ]);
+        &["-e"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let dec = s.path("dec.pcap");
-    let o = falcon(&[
-        "psp",
+    let o = psp_tool(
         "decrypt",
-        "-c",
         &config("decrypt.cfg"),
-        "-i",
         enc.to_str().unwrap(),
-        "-o",
         dec.to_str().unwrap(),
-    ]);
+        &[],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("auth_failed"), "{}", stderr(&o));
     assert!(
@@ -267,16 +261,13 @@ fn bad_inputs_name_the_file_and_key_and_exit_2() {
     let clear = s.path("cleartext.pcap");
     write_pcap(&clear, &[reference_cleartext()]);
     let enc = s.path("enc.pcap");
-    let o = falcon(&[
-        "psp",
+    let o = psp_tool(
         "encrypt",
-        "-c",
         cfg.to_str().unwrap(),
-        "-i",
         clear.to_str().unwrap(),
-        "-o",
         enc.to_str().unwrap(),
-    ]);
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(
@@ -294,16 +285,13 @@ fn bad_inputs_name_the_file_and_key_and_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("missing.pcap"));
 
-    let o = falcon(&[
-        "psp",
+    let o = psp_tool(
         "decrypt",
-        "-c",
         s.path("nokeys.cfg").to_str().unwrap(),
-        "-i",
         "x",
-        "-o",
         "y",
-    ]);
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("nokeys.cfg"));
 }
