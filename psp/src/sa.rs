@@ -132,6 +132,24 @@ impl TxSa {
         seal_in_place(&self.ctx, &header, buf, offset, payload_len)
     }
 
+    /// This SA continuing `clock` (the IV clock of the SA it replaces on
+    /// the same connection): its first IV is above every IV the other
+    /// issued, so a receiver's replay state carries over (key rotation).
+    pub fn with_iv_clock(mut self, clock: IvClock) -> TxSa {
+        self.clock = clock;
+        self
+    }
+
+    /// What the SA was built with, but the key.
+    pub fn config(&self) -> TxSaConfig {
+        TxSaConfig {
+            spi: self.template.spi,
+            crypt_offset: self.template.crypt_offset,
+            vc: self.template.vc,
+            next_header: self.template.next_header,
+        }
+    }
+
     /// Bytes of header room before the payload: 16, or 24 with a VC.
     pub fn header_len(&self) -> usize {
         self.template.buffer_len()

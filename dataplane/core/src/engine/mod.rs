@@ -23,7 +23,13 @@
 //!   [`handle_timeout`](Engine::handle_timeout);
 //! * **commands**: setup ([`add_connection`](Engine::add_connection),
 //!   [`allocate_spi`](Engine::allocate_spi), [`close`](Engine::close),
-//!   [`set_isolation_alpha`](Engine::set_isolation_alpha)) and the ULP's
+//!   [`set_isolation_alpha`](Engine::set_isolation_alpha)), PSP key
+//!   rotation ([`begin_key_rotation`](Engine::begin_key_rotation),
+//!   [`rekey_receive`](Engine::rekey_receive),
+//!   [`install_transmit_sa`](Engine::install_transmit_sa),
+//!   [`retire_previous_spis`](Engine::retire_previous_spis),
+//!   [`end_key_rotation`](Engine::end_key_rotation); see `rotation.rs`)
+//!   and the ULP's
 //!   ([`submit`](Engine::submit), [`ulp_ack`](Engine::ulp_ack),
 //!   [`ulp_nack`](Engine::ulp_nack),
 //!   [`submit_pull_data`](Engine::submit_pull_data),
@@ -148,6 +154,7 @@
 
 mod cid;
 mod config;
+mod rotation;
 mod rue_inline;
 mod rx;
 mod setup;
@@ -183,6 +190,7 @@ pub use crate::transaction::ConnectionHandle;
 pub use config::{
     ConfigError, ConnectionConfig, ConnectionPsp, EngineConfig, InitialSequence, PspConfig, RueMode,
 };
+pub use rotation::{rekey_pair, RotationError};
 pub use setup::{connect, PairSpec};
 pub use stats::{ConnectionSnapshot, EngineStats};
 

@@ -36,6 +36,8 @@ pub struct EngineStats {
     pub retransmissions_early: u64,
     /// Resyncs sent.
     pub resyncs: u64,
+    /// PSP key rotations begun (`Engine::begin_key_rotation`).
+    pub key_rotations: u64,
     /// The transaction sublayer's counters (submits, completions by code,
     /// deliveries, RNR, resource NACKs, Xon/Xoff, timeouts).
     pub transactions: TransactionStats,
@@ -85,6 +87,7 @@ impl Default for EngineStats {
             retransmissions_timeout: 0,
             retransmissions_early: 0,
             resyncs: 0,
+            key_rotations: 0,
             transactions: TransactionStats::default(),
             drops: DropCounters::new(),
             rue_events: 0,
@@ -138,6 +141,7 @@ impl EngineStats {
         self.retransmissions_timeout += other.retransmissions_timeout;
         self.retransmissions_early += other.retransmissions_early;
         self.resyncs += other.resyncs;
+        self.key_rotations += other.key_rotations;
         let (t, o) = (&mut self.transactions, &other.transactions);
         t.pushes_submitted += o.pushes_submitted;
         t.pulls_submitted += o.pulls_submitted;

@@ -7,6 +7,7 @@ mod bench;
 mod flows;
 mod harness;
 mod load;
+mod rotation;
 
 use core::time::Duration;
 
