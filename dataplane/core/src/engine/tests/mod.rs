@@ -3,6 +3,7 @@
 //! (harness), RSN order, tiny pools, scripted error flows, isolation of a
 //! slow connection, scheduler fairness.
 
+mod addressing;
 mod bench;
 mod flows;
 mod harness;
