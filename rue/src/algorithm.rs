@@ -137,6 +137,10 @@ pub struct Profiles {
     effective: [u8; MAX_PROFILES],
     /// Per profile: which words of the state table its algorithm uses.
     state_words: [StateWords; MAX_PROFILES],
+    /// The effective index of every event, when one profile runs them all
+    /// (one installed profile, the common case): the batched path then
+    /// neither splits batches nor looks profiles up per event.
+    only: Option<u8>,
 }
 
 /// Which words of the RUE's state table a profile's algorithm reads and
@@ -196,10 +200,15 @@ impl Profiles {
                 Some(AnyAlgorithm::Bypass(_)) | None => StateWords::None,
             };
         }
+        let only = effective
+            .iter()
+            .all(|&index| index == effective[0])
+            .then_some(effective[0]);
         Profiles {
             slots,
             effective,
             state_words,
+            only,
         }
     }
 
@@ -229,6 +238,12 @@ impl Profiles {
     #[inline(always)]
     pub(crate) fn effective_index(&self, event: &CcEvent) -> usize {
         usize::from(self.effective[profile_index(event.base_delay_target)])
+    }
+
+    /// The effective index of every event, if one profile runs them all.
+    #[inline(always)]
+    pub(crate) fn only_index(&self) -> Option<usize> {
+        self.only.map(usize::from)
     }
 
     /// Which state-table words the profile of an effective index uses.

@@ -68,7 +68,14 @@
 //! (Swift, release, 2-core KVM AMD EPYC with other builds running on the
 //! other core, best of runs interleaved with the previous implementation):
 //! see [`DEFAULT_LOOKAHEAD`] and the numbers recorded on the batch and lane
-//! modules.
+//! modules. The bench's loop under callgrind (1 M connections, per-event
+//! push and pop): 594 instructions per event with integer lanes, results
+//! built on the stack and copied (a store-forwarding stall, ≈ 16 % of the
+//! time in `perf annotate`) and 4.3 KiB of lanes zeroed per batch; 446
+//! with f64 lanes (`swift::lanes`), results written in place, lanes kept
+//! in [`Rue`], and no per-event profile lookup when one profile runs every
+//! event. `falcon bench rue`: 10.3–11.5 M/s before, 19.6–20.2 M/s after
+//! (with `push_slice`/`pop_each`, three runs each, other jobs running).
 //!
 //! # FAE lookahead
 //!
@@ -98,8 +105,11 @@ use crate::format::{CcEvent, CcResult, MAX_CONNECTION_ID};
 /// (a Swift event reads 2 bytes of a 2 MiB array) and the batched path the
 /// lookahead matters little: K = 0 11.6–12.0 M/s, K = 8 12.1–12.6 M/s,
 /// K = 16 12.2–12.7 M/s, K = 32 12.3–12.4 M/s, K = 64 12.2–12.5 M/s,
-/// K = 128 12.0–12.7 M/s. It still pays for DCQCN and multipath Swift,
-/// whose state is in the 64-byte cold slots. Before the hot/cold table and
+/// K = 128 12.0–12.7 M/s. With the f64 lanes, results written in place
+/// and `push_slice`/`pop_each`, still a wash: K = 32 19.8–21.3 M/s, K = 0
+/// 20.3–21.0 M/s (`falcon bench rue`, three runs, other jobs on the other
+/// core). It still pays for DCQCN and multipath Swift, whose state is in
+/// the 64-byte cold slots. Before the hot/cold table and
 /// the batched path (one 64-byte slot per connection, per-event Swift):
 ///
 /// | K | events/s | ns/event |
@@ -213,12 +223,15 @@ impl RueChannel {
     /// [`RueChannel::push`]: what does not fit stays with the caller).
     ///
     /// Fewer index publications matter when the RUE runs on another core.
-    /// Inline, it measured slower than `push` in a loop: `falcon bench rue`'s
-    /// queue-only loop (256 events, then 256 results with [`pop_slice`])
-    /// ran at ≈ 23 M/s against ≈ 35 M/s (glibc's `memcpy` of ~19 KB against
-    /// 76-byte moves, 2-core KVM AMD EPYC), so the bench keeps `push`/`pop`.
+    /// Inline, with [`pop_slice`] for the results, `falcon bench rue`'s
+    /// queue-only loop ran at ≈ 23 M/s against ≈ 35 M/s with `push` and
+    /// `pop` (2-core KVM AMD EPYC); with [`pop_each`] instead, the Swift
+    /// loop at 1 M connections ran at 18.6–19.5 M/s against 14.6–17.8 M/s
+    /// with `push` and `pop` (the same build, alternating runs, other jobs
+    /// on the other core), so the bench uses `push_slice` and `pop_each`.
     ///
     /// [`pop_slice`]: RueChannel::pop_slice
+    /// [`pop_each`]: RueChannel::pop_each
     #[inline]
     pub fn push_slice(&mut self, events: &[CcEvent]) -> usize {
         let (pushed, _rest) = self.events.push_partial_slice(events);
@@ -237,6 +250,28 @@ impl RueChannel {
     pub fn pop_slice(&mut self, out: &mut [CcResult]) -> usize {
         let (popped, _rest) = self.results.pop_partial_slice(out);
         popped.len()
+    }
+
+    /// Hands up to `max` results, in event order, to `consume` where they
+    /// lie in the queue (no copy), then frees their slots with one index
+    /// publication, and returns how many.
+    ///
+    /// The cheapest way to drain the results inline: in `falcon bench
+    /// rue`'s loop (callgrind, 1 M connections, no-op algorithm) 103
+    /// instructions per event against 127 with `pop` per result, which
+    /// moves each 48-byte result out and publishes the index each time.
+    #[inline]
+    pub fn pop_each(&mut self, max: usize, mut consume: impl FnMut(&CcResult)) -> usize {
+        let n = self.results.slots().min(max);
+        // Cannot fail: n ≤ the slots the queue reported.
+        let Ok(chunk) = self.results.read_chunk(n) else {
+            return 0;
+        };
+        let (first, second) = chunk.as_slices();
+        first.iter().for_each(&mut consume);
+        second.iter().for_each(&mut consume);
+        chunk.commit_all();
+        n
     }
 
     /// Events queued and not yet taken by the RUE.
@@ -281,6 +316,8 @@ struct CoreQueues {
 pub struct Rue {
     profiles: Profiles,
     table: StateTable,
+    /// Scratch of the batched Swift path, reused batch after batch.
+    lanes: Box<batch::Lanes>,
     cores: Vec<CoreQueues>,
     next_core: usize,
     lookahead: usize,
@@ -300,6 +337,7 @@ impl Rue {
         Ok(Rue {
             profiles,
             table: StateTable::new(config.connections),
+            lanes: Box::default(),
             cores: Vec::new(),
             next_core: 0,
             lookahead: config.lookahead,
@@ -348,6 +386,7 @@ impl Rue {
         let Rue {
             profiles,
             table,
+            lanes,
             cores,
             lookahead,
             counters,
@@ -384,21 +423,29 @@ impl Rue {
                 // other instead of each stalling the batch's computation.
                 if k > 0 {
                     let until = (done + events.len() + k).min(n);
-                    for ahead in head.iter().chain(tail).skip(touched).take(until - touched) {
-                        let id = ahead.connection_id;
-                        sink ^= match profiles.state_words(profiles.effective_index(ahead)) {
-                            StateWords::None => 0,
-                            StateWords::Hot => table.touch_hot(id, false),
-                            StateWords::HotPlb => table.touch_hot(id, true),
-                            StateWords::Cold => table.touch_cold(id),
-                        };
-                    }
+                    let (a, b) = span(head, tail, touched, until);
+                    sink ^= match profiles.only_index() {
+                        Some(index) => {
+                            let words = profiles.state_words(index);
+                            touch(table, words, a) ^ touch(table, words, b)
+                        }
+                        None => a.iter().chain(b).fold(0, |sink, ahead| {
+                            let words = profiles.state_words(profiles.effective_index(ahead));
+                            sink ^ touch(table, words, std::slice::from_ref(ahead))
+                        }),
+                    };
                     touched = touched.max(until);
                 }
                 // All run: done + events.len() ≤ n ≤ the result queue's free
                 // slots, and only this side writes.
-                let ran =
-                    batch::run_batch(profiles, table, &mut outside, events, &mut queues.results);
+                let ran = batch::run_batch(
+                    profiles,
+                    table,
+                    lanes,
+                    &mut outside,
+                    events,
+                    &mut queues.results,
+                );
                 done += ran;
                 if ran < events.len() {
                     break 'parts;
@@ -481,6 +528,36 @@ impl Rue {
     /// The prefetch sink (only to keep the loads observable).
     pub fn touch_sink(&self) -> u32 {
         self.touch_sink
+    }
+}
+
+/// Events `from..to` of a queue chunk's two slices, as two slices.
+#[inline(always)]
+fn span<'a, T>(head: &'a [T], tail: &'a [T], from: usize, to: usize) -> (&'a [T], &'a [T]) {
+    let split = head.len();
+    let first = head.get(from.min(split)..to.min(split)).unwrap_or(&[]);
+    let second = tail
+        .get(from.saturating_sub(split)..to.saturating_sub(split))
+        .unwrap_or(&[]);
+    (first, second)
+}
+
+/// The prefetch by load of the state words of `events`, all of one
+/// profile that uses `words`: one tight loop per kind of word, so that the
+/// loads' misses overlap.
+#[inline(always)]
+fn touch(table: &StateTable, words: StateWords, events: &[CcEvent]) -> u32 {
+    match words {
+        StateWords::None => 0,
+        StateWords::Hot => events
+            .iter()
+            .fold(0, |sink, e| sink ^ table.touch_hot(e.connection_id, false)),
+        StateWords::HotPlb => events
+            .iter()
+            .fold(0, |sink, e| sink ^ table.touch_hot(e.connection_id, true)),
+        StateWords::Cold => events
+            .iter()
+            .fold(0, |sink, e| sink ^ table.touch_cold(e.connection_id)),
     }
 }
 

@@ -5,9 +5,9 @@
 //! event in order, pick the profile (`Profiles::for_event`), find the
 //! connection's `ConnectionState` (a blank one for ids outside the table)
 //! and call `AnyAlgorithm::on_event`. The engine runs the same events through
-//! its queues (single and batched push/pop, many `process` budgets and
-//! lookaheads) and every `CcResult` must be equal field by field, as must the
-//! counters and every connection's final state.
+//! its queues (single and batched push/pop, results read in place, many
+//! `process` budgets and lookaheads) and every `CcResult` must be equal
+//! field by field, as must the counters and every connection's final state.
 //!
 //! The event streams are ~100 k seeded random events whose clock crosses the
 //! 24-bit wrap, with duplicates of a connection inside one batch, ids outside
@@ -239,6 +239,8 @@ struct Drive {
     capacity: usize,
     /// Use the batched push/pop of the channel.
     batched_channel: bool,
+    /// Read the results in place (`pop_each`), with the batched push.
+    pop_in_place: bool,
 }
 
 /// Runs the events through the engine's queues and returns the results.
@@ -270,7 +272,9 @@ fn run_engine(
             }
         }
         rue.process(drive.budget);
-        if drive.batched_channel {
+        if drive.pop_in_place {
+            channel.pop_each(usize::MAX, |result| results.push(*result));
+        } else if drive.batched_channel {
             let n = channel.pop_slice(&mut buffer);
             results.extend_from_slice(&buffer[..n]);
         } else {
@@ -353,9 +357,14 @@ fn drives() -> Vec<Drive> {
         budget: 256,
         capacity: 1024,
         batched_channel: true,
+        pop_in_place: false,
     };
     vec![
         d,
+        Drive {
+            pop_in_place: true,
+            ..d
+        },
         Drive {
             batched_channel: false,
             ..d

@@ -3,21 +3,25 @@
 //! run goes through Swift's lanes.
 //!
 //! Layer: inside the engine, between its queues and the algorithms. It owns
-//! no state; it must produce, event for event, exactly what the per-event
-//! path (`run_one`) produces, in order (`tests/differential.rs` checks every
+//! no state (the lanes it computes in are scratch the engine lends it); it
+//! must produce, event for event, exactly what the per-event path
+//! (`run_one`) produces, in order (`tests/differential.rs` checks every
 //! result field, the counters and the final state table; the lanes' own
 //! tests check their arithmetic against the building blocks).
 //!
 //! A Swift run, in three loops:
-//! 1. the event-only step of every event over lanes (`Swift::prepare_acks`:
-//!    target, smoothing, fabric window, marker, gap, RTO);
-//! 2. the NIC window over lanes of the ACK/NACK events whose connection's
-//!    state is in its hot word and appears for the first time in the batch
-//!    (`Swift::nic_batch`);
-//! 3. per event in order: the state words, PLB, counters and the result;
-//!    the events left out of step 2 (retransmits, repeats of a connection,
-//!    cold or unknown connections) run there one by one, so that an event
-//!    sees what an earlier one of its connection wrote.
+//! 1. per event: the connection's ncwnd fraction from its hot word, and
+//!    whether the lanes' NIC window applies (an ACK/NACK event whose
+//!    connection's state is in its hot word and appears for the first time
+//!    in the batch);
+//! 2. over lanes (`Swift::prepare_batch`): one gather of the events' fields,
+//!    then the event-only step (target, smoothing, fabric window, marker,
+//!    gap, RTO) and the NIC window, branch-free;
+//! 3. per event in order: the result, written straight into its queue slot,
+//!    and the hot word; the events left out of the lanes' NIC window
+//!    (retransmits, repeats of a connection, cold or unknown connections)
+//!    run one by one there, so that an event sees what an earlier one of
+//!    its connection wrote.
 //!
 //! Why: one event's path was a dependency chain (square root → division →
 //! window → fixed point → NIC window → fraction) longer than the
@@ -30,13 +34,16 @@
 use crate::algorithm::{AnyAlgorithm, Profiles};
 use crate::format::{CcEvent, CcResult, EventType};
 use crate::plb::PlbState;
-use crate::swift::{AckLanes, AckStep, NicInputs, NicLanes, Swift};
+use crate::swift::{AckStep, BatchLanes, Swift};
 
 use super::table::Hot;
 use super::{run_one, StateTable};
 
 /// Events per compute batch.
 pub(super) const BATCH: usize = 32;
+
+/// The lanes a Swift batch computes in, kept by the engine across batches.
+pub(super) type Lanes = BatchLanes<BATCH>;
 
 /// Runs `events` (at most [`BATCH`]) in order, writing their results to
 /// `results` in place (no copy through a buffer), and returns how many ran:
@@ -45,17 +52,25 @@ pub(super) const BATCH: usize = 32;
 pub(super) fn run_batch(
     profiles: &mut Profiles,
     table: &mut StateTable,
+    lanes: &mut Lanes,
     outside: &mut u64,
     events: &[CcEvent],
     results: &mut rtrb::Producer<CcResult>,
 ) -> usize {
+    let only = profiles.only_index();
     let mut start = 0;
     while let Some(first) = events.get(start) {
-        let index = profiles.effective_index(first);
-        let run = events[start..]
-            .iter()
-            .take_while(|e| profiles.effective_index(e) == index)
-            .count();
+        let (index, run) = match only {
+            Some(index) => (index, events.len() - start),
+            None => {
+                let index = profiles.effective_index(first);
+                let run = events[start..]
+                    .iter()
+                    .take_while(|e| profiles.effective_index(e) == index)
+                    .count();
+                (index, run)
+            }
+        };
         let run_events = &events[start..start + run];
         // Slots initialized with `Default` (three stores each), then written
         // in place. (`fill_from_iter` passed each result through an `Option`
@@ -65,18 +80,19 @@ pub(super) fn run_batch(
             return start;
         };
         let (first, second) = chunk.as_mut_slices();
-        let slots = first.iter_mut().chain(second.iter_mut());
         match profiles.get_mut(index) {
             Some(AnyAlgorithm::Swift(swift)) if swift.is_single_path() => {
-                swift_run(swift, table, outside, run_events, slots);
+                swift_run(swift, table, lanes, outside, run_events, (first, second));
             }
             Some(algorithm) => {
+                let slots = first.iter_mut().chain(second.iter_mut());
                 for (slot, event) in slots.zip(run_events) {
                     *slot = run_one(algorithm, table, outside, event);
                 }
             }
             // Profiles always hold profile 0; echo rather than panic.
             None => {
+                let slots = first.iter_mut().chain(second.iter_mut());
                 for (slot, event) in slots.zip(run_events) {
                     *slot = CcResult::reflect(event);
                 }
@@ -88,29 +104,23 @@ pub(super) fn run_batch(
     start
 }
 
-/// A run of one single-path Swift profile.
+/// A run of one single-path Swift profile (at most [`BATCH`] events), in
+/// three loops (see the module doc).
 #[inline(always)]
-fn swift_run<'a>(
+fn swift_run(
     swift: &mut Swift,
     table: &mut StateTable,
+    lanes: &mut Lanes,
     outside: &mut u64,
     events: &[CcEvent],
-    slots: impl Iterator<Item = &'a mut CcResult>,
+    (first, second): (&mut [CcResult], &mut [CcResult]),
 ) {
-    let mut lanes = AckLanes::<BATCH>::default();
-    // Retransmit events get a step too (unused): a branch here would cost
-    // more than the 2 % of wasted work.
-    swift.prepare_acks(events, &mut lanes);
-
-    // The NIC window of every ACK/NACK event whose connection's state is in
-    // its hot word and appears for the first time in the batch, over lanes;
-    // the others run one by one below, in order, so that an event sees what
-    // an earlier one of its connection wrote. (A lane event has no earlier
-    // event of its connection in the batch, so its gathered state is the
-    // state it would have seen.) Repeats are found with a 4096-bit filter on
-    // the id: a collision only sends an event down the one-by-one path.
+    // 1. Repeats are found with a 4096-bit filter on the id: a collision
+    // only sends an event down the one-by-one path. (A lane event has no
+    // earlier event of its connection in the batch, so the state gathered
+    // here is the state it would have seen.)
     let mut seen = [0u64; 64];
-    let mut nic_inputs = NicInputs::<BATCH>::default();
+    let mut fractions = [0u16; BATCH];
     let mut in_lanes = [false; BATCH];
     for (i, event) in events.iter().enumerate().take(BATCH) {
         let index = event.connection_id as usize;
@@ -118,54 +128,122 @@ fn swift_run<'a>(
         let word = &mut seen[bit >> 6];
         let repeat = *word & (1 << (bit & 63)) != 0;
         *word |= 1 << (bit & 63);
-        if repeat || event.event_type == EventType::Retransmit {
-            continue;
+        // Ids outside the table read as cold: one by one.
+        let hot = table.hot.get(index).copied().unwrap_or(Hot::COLD);
+        fractions[i] = hot.ncwnd_fraction();
+        in_lanes[i] = !repeat & !hot.is_cold() & (event.event_type != EventType::Retransmit);
+    }
+
+    // 2. Retransmit events get lanes too (unused): a branch in the gather
+    // would cost more than the 2 % of wasted work.
+    swift.prepare_batch(events, &fractions, lanes);
+
+    // 3. The two parts of the result chunk, each with its events.
+    let split = first.len().min(events.len());
+    let (events_first, events_second) = events.split_at(split);
+    let parts = [(events_first, first, 0), (events_second, second, split)];
+    if swift.uses_plb_state() {
+        for (events, slots, offset) in parts {
+            finish::<true>(
+                swift, table, lanes, outside, &in_lanes, events, slots, offset,
+            );
         }
-        if let Some(hot) = table.hot.get(index).filter(|hot| !hot.is_cold()) {
-            nic_inputs.set(i, event, hot.ncwnd_fraction());
-            in_lanes[i] = true;
+    } else {
+        for (events, slots, offset) in parts {
+            finish::<false>(
+                swift, table, lanes, outside, &in_lanes, events, slots, offset,
+            );
         }
     }
-    let mut nic = NicLanes::<BATCH>::default();
-    swift.nic_batch(&nic_inputs, &lanes, &mut nic);
+}
 
-    let with_plb = swift.uses_plb_state();
-    // Indices below BATCH, so the lanes need no bounds checks.
-    for ((i, event), slot) in events.iter().enumerate().take(BATCH).zip(slots) {
-        let step = &lanes.step(i);
+/// Loop 3 of a Swift run over `events`, the batch's events from `offset`
+/// on, and their result slots. `PLB`: the profile uses the PLB word (PLB or
+/// PRR on); without, a lane event's PLB counters are neither read nor
+/// written, so the PLB word stays cold.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn finish<const PLB: bool>(
+    swift: &mut Swift,
+    table: &mut StateTable,
+    lanes: &Lanes,
+    outside: &mut u64,
+    in_lanes: &[bool; BATCH],
+    events: &[CcEvent],
+    slots: &mut [CcResult],
+    offset: usize,
+) {
+    for (i, (event, slot)) in events.iter().zip(slots).enumerate() {
+        let i = offset + i;
         let index = event.connection_id as usize;
-        let retransmit = event.event_type == EventType::Retransmit;
-        let StateTable { hot, plb, .. } = &mut *table;
-        *slot = match (hot.get_mut(index), plb.get_mut(index)) {
-            // The common case: the connection's Swift state (or none yet,
-            // which reads as Swift's default) is in its hot and PLB words.
-            (Some(word), Some(plb_word)) if !word.is_cold() => {
-                let mut fraction = word.ncwnd_fraction();
-                // Without PLB and PRR the counters are neither read nor
-                // written (a default stands in), so the PLB word stays cold.
-                let mut unused = PlbState::default();
-                let counters = if with_plb { plb_word } else { &mut unused };
-                let result = if in_lanes[i] {
-                    swift.finish_with_nic(event, step, &nic.lane(i), &mut fraction, counters)
-                } else if retransmit {
-                    swift.on_retransmit(event, counters)
+        // `i < BATCH`: the run has at most BATCH events.
+        if in_lanes.get(i).copied().unwrap_or(false) {
+            let StateTable { hot, plb, .. } = &mut *table;
+            // Invariant: a lane event's id is in the table (else it would
+            // not be in the lanes); the fallback below would still be right.
+            if let Some(word) = hot.get_mut(index) {
+                if PLB {
+                    if let Some(counters) = plb.get_mut(index) {
+                        let (result, fraction) =
+                            swift.finish_lane::<BATCH, true>(event, lanes, i, counters);
+                        *slot = result;
+                        *word = Hot::swift(fraction);
+                        continue;
+                    }
                 } else {
-                    swift.finish_ack(event, step, &mut fraction, counters)
-                };
-                *word = Hot::swift(fraction);
-                result
-            }
-            (Some(_), _) => cold_event(swift, table, index, event, step),
-            _ => {
-                *outside += 1;
-                let (mut fraction, mut plb) = (0, PlbState::default());
-                if retransmit {
-                    swift.on_retransmit(event, &mut plb)
-                } else {
-                    swift.finish_ack(event, step, &mut fraction, &mut plb)
+                    let mut unused = PlbState::default();
+                    let (result, fraction) =
+                        swift.finish_lane::<BATCH, false>(event, lanes, i, &mut unused);
+                    *slot = result;
+                    *word = Hot::swift(fraction);
+                    continue;
                 }
             }
-        };
+        }
+        *slot = one_by_one(swift, table, outside, event, &lanes.ack.step(i));
+    }
+}
+
+/// An event the lanes' NIC window left out (a retransmit, a repeat of a
+/// connection in the batch, a cold or unknown connection), with the
+/// per-event path.
+#[inline(never)]
+fn one_by_one(
+    swift: &mut Swift,
+    table: &mut StateTable,
+    outside: &mut u64,
+    event: &CcEvent,
+    step: &AckStep,
+) -> CcResult {
+    let index = event.connection_id as usize;
+    let retransmit = event.event_type == EventType::Retransmit;
+    let with_plb = swift.uses_plb_state();
+    let StateTable { hot, plb, .. } = &mut *table;
+    match (hot.get_mut(index), plb.get_mut(index)) {
+        // The connection's Swift state (or none yet, which reads as Swift's
+        // default) is in its hot and PLB words.
+        (Some(word), Some(plb_word)) if !word.is_cold() => {
+            let mut fraction = word.ncwnd_fraction();
+            let mut unused = PlbState::default();
+            let counters = if with_plb { plb_word } else { &mut unused };
+            let result = if retransmit {
+                swift.on_retransmit(event, counters)
+            } else {
+                swift.finish_ack(event, step, &mut fraction, counters)
+            };
+            *word = Hot::swift(fraction);
+            result
+        }
+        (Some(_), _) => cold_event(swift, table, index, event, step),
+        _ => {
+            *outside += 1;
+            let (mut fraction, mut plb) = (0, PlbState::default());
+            if retransmit {
+                swift.on_retransmit(event, &mut plb)
+            } else {
+                swift.finish_ack(event, step, &mut fraction, &mut plb)
+            }
+        }
     }
 }
 

@@ -44,7 +44,7 @@ impl Hot {
     const KIND_SHIFT: u32 = 14;
     const KIND_SWIFT: u16 = 1;
     const KIND_COLD: u16 = 2;
-    const COLD: Hot = Hot(Self::KIND_COLD << Self::KIND_SHIFT);
+    pub(super) const COLD: Hot = Hot(Self::KIND_COLD << Self::KIND_SHIFT);
     /// Largest fraction the hot word holds (Swift's are ≤ 1023).
     const MAX_FRACTION: u16 = 1023;
 

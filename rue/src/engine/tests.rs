@@ -72,6 +72,36 @@ fn inline_push_process_pop() {
 }
 
 #[test]
+fn pop_each_hands_results_in_order_and_frees_them() {
+    let mut reference = rue(100, 4);
+    let mut reference_channel = reference.add_core(8);
+    let mut rue = rue(100, 4);
+    let mut channel = rue.add_core(8);
+    let mut now = 10_000;
+    // Turns of 5 events in queues of 8: the results wrap around the ring,
+    // so `pop_each` sees them in two slices.
+    for turn in 0..20u32 {
+        for i in 0..5 {
+            now += 50;
+            let ev = event((turn * 5 + i) % 7, now);
+            channel.push(ev).unwrap();
+            reference_channel.push(ev).unwrap();
+        }
+        assert_eq!(rue.process(100), 5);
+        assert_eq!(reference.process(100), 5);
+        let mut got = Vec::new();
+        // At most `max`, then the rest.
+        assert_eq!(channel.pop_each(2, |result| got.push(*result)), 2);
+        assert_eq!(channel.result_occupancy(), 3);
+        assert_eq!(channel.pop_each(usize::MAX, |result| got.push(*result)), 3);
+        assert_eq!(channel.result_occupancy(), 0);
+        assert_eq!(channel.pop_each(usize::MAX, |_| unreachable!()), 0);
+        let want: Vec<CcResult> = std::iter::from_fn(|| reference_channel.pop()).collect();
+        assert_eq!(got, want, "turn {turn}");
+    }
+}
+
+#[test]
 fn queues_are_lossless_and_show_occupancy() {
     let mut rue = rue(16, 8);
     let mut channel = rue.add_core(4);

@@ -4,8 +4,9 @@
 //!
 //! One core runs the datapath's side and the RUE inline, as a datapath
 //! lcore with an inline RUE would: per batch of 256 events it pushes them
-//! into the core's lossless event queue, runs `Rue::process`, and pops and
-//! consumes the 256 results. Events are pre-generated outside the timed
+//! into the core's lossless event queue (one slice copy), runs
+//! `Rue::process`, and consumes the 256 results in the result queue (two
+//! fields of each folded into a checksum) and frees their slots. Events are pre-generated outside the timed
 //! loop from a seeded xorshift (random connection ids over all
 //! connections, realistic timestamps, windows, levels and ECN counts), and
 //! the state table holds every connection, so state accesses miss the
@@ -131,28 +132,35 @@ impl Setup {
         })
     }
 
-    /// One datapath turn: push a batch, run the RUE inline, pop the results.
+    /// One datapath turn: push a batch, run the RUE inline, consume the
+    /// results.
+    ///
+    /// The batch is queued with one slice copy and one index publication
+    /// (`push_slice`), and the results are read where they lie in the
+    /// result queue and freed together (`pop_each`), as a datapath loop
+    /// turn does with a burst. (Per-event `push` and `pop`, one 76-byte and
+    /// one 48-byte move and one index publication each, took 64
+    /// instructions per event in callgrind; these take ≈ 5 plus one 19 KiB
+    /// `memcpy` per turn, and the Swift loop ran 10–25 % faster with them:
+    /// see `RueChannel::push_slice`.)
     #[inline]
     fn turn(&mut self, events: &[CcEvent]) -> Result<()> {
         let end = self.cursor + BATCH;
-        for event in &events[self.cursor..end] {
-            if self.channel.push(*event).is_err() {
-                return Err(AppError::Failed(
-                    "RUE event queue full in a drained loop".into(),
-                ));
-            }
+        if self.channel.push_slice(&events[self.cursor..end]) != BATCH {
+            return Err(AppError::Failed(
+                "RUE event queue full in a drained loop".into(),
+            ));
         }
         self.cursor = if end + BATCH > events.len() { 0 } else { end };
         let started = Instant::now();
         let processed = self.rue.process(BATCH);
         self.rue_time += started.elapsed();
-        let mut popped = 0;
-        while let Some(result) = self.channel.pop() {
-            self.checksum = self
-                .checksum
+        let mut checksum = self.checksum;
+        let popped = self.channel.pop_each(BATCH, |result| {
+            checksum = checksum
                 .wrapping_add(u64::from(result.fcwnd.raw()) ^ u64::from(result.inter_packet_gap));
-            popped += 1;
-        }
+        });
+        self.checksum = checksum;
         if processed != BATCH || popped != BATCH {
             return Err(AppError::Failed(format!(
                 "RUE turn: {processed} processed, {popped} results of {BATCH}"
