@@ -16,8 +16,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The main job on the embedded default: an initiator and a target in
-    /// one process over the in-process loopback with seeded loss,
+    /// The main job on the embedded default, or on `--config FILE` (see
+    /// configs/demo.toml): an initiator and a target in one process over the in-process loopback with seeded loss,
     /// reordering and duplication, PSP on, Swift congestion control; a mix
     /// of push and pull transactions, every byte verified. Prints
     /// transactions/s, Gbit/s, p50/p99 latency, retransmissions, drops by
@@ -38,32 +38,48 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
-#[derive(Debug, Clone, Copy, Args)]
+/// `falcon demo`. Values come from the embedded default, then `--config`,
+/// then the flags given here; each flag names the key it overrides.
+#[derive(Debug, Clone, Default, Args)]
 pub struct DemoArgs {
-    /// Transactions to complete.
-    #[arg(long, default_value_t = 50_000)]
-    pub transactions: u64,
-    /// Transactions the initiator keeps outstanding.
-    #[arg(long, default_value_t = 64)]
-    pub depth: usize,
-    /// Fraction of frames lost, each direction (0.01 = 1 %; at most 0.5).
-    #[arg(long, default_value_t = 0.01)]
-    pub loss: f64,
-    /// Fraction of frames held back up to 20 µs so later ones overtake them.
-    #[arg(long, default_value_t = 0.02)]
-    pub reorder: f64,
-    /// Fraction of frames delivered twice.
-    #[arg(long, default_value_t = 0.001)]
-    pub duplicate: f64,
-    /// Fraction of transactions that are pushes (the rest are pulls).
-    #[arg(long, default_value_t = 0.5)]
-    pub push_fraction: f64,
-    /// Seed of the faults and the transaction mix.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Give up (and fail) after this many seconds.
-    #[arg(long, default_value_t = 120.0)]
-    pub timeout: f64,
+    /// Configuration file (TOML): addresses, PSP, connection (CIDs, initial
+    /// PSNs and RSNs, ordering), delivery windows and timers, resources,
+    /// RUE, workload and faults. Every key is optional; configs/demo.toml
+    /// is the embedded default with a comment per key.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration (default, file, flags) as TOML
+    /// and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Transactions to complete [workload.transactions, default 50000].
+    #[arg(long)]
+    pub transactions: Option<u64>,
+    /// Transactions the initiator keeps outstanding [workload.depth, default 64].
+    #[arg(long)]
+    pub depth: Option<usize>,
+    /// Fraction of frames lost, each direction (0.01 = 1 %; at most 0.5)
+    /// [faults.loss, default 0.01].
+    #[arg(long)]
+    pub loss: Option<f64>,
+    /// Fraction of frames held back (up to faults.reorder_delay_us) so
+    /// later ones overtake them [faults.reorder, default 0.02].
+    #[arg(long)]
+    pub reorder: Option<f64>,
+    /// Fraction of frames delivered twice [faults.duplicate, default 0.001].
+    #[arg(long)]
+    pub duplicate: Option<f64>,
+    /// Fraction of transactions that are pushes (the rest are pulls)
+    /// [workload.push_fraction, default 0.5].
+    #[arg(long)]
+    pub push_fraction: Option<f64>,
+    /// Seed of the faults and the transaction mix [workload.seed, default 1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Give up (and fail) after this many seconds [workload.timeout_s,
+    /// default 120].
+    #[arg(long)]
+    pub timeout: Option<f64>,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -70,19 +70,19 @@ impl fmt::Display for AppError {
             AppError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             AppError::Config {
                 path,
-                line: Some(line),
+                line,
                 key,
                 problem,
             } => {
-                write!(f, "{}:{line}: `{key}`: {problem}", path.display())
-            }
-            AppError::Config {
-                path,
-                line: None,
-                key,
-                problem,
-            } => {
-                write!(f, "{}: `{key}`: {problem}", path.display())
+                write!(f, "{}", path.display())?;
+                if let Some(line) = line {
+                    write!(f, ":{line}")?;
+                }
+                // A syntax error before any key names no key.
+                if !key.is_empty() {
+                    write!(f, ": `{key}`")?;
+                }
+                write!(f, ": {problem}")
             }
             AppError::Pcap { path, problem } => {
                 write!(f, "{}: not a usable pcap file: {problem}", path.display())

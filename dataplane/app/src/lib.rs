@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod democfg;
 pub mod error;
 pub mod output;
 pub mod pcapio;
@@ -20,7 +21,14 @@ use error::Result;
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => {
-            let report = cmd::demo::run(&args)?;
+            let effective = democfg::EffectiveConfig::resolve(&args)?;
+            if args.print_config {
+                // Checked first, so what is printed would run.
+                effective.setup()?;
+                print!("{}", effective.to_toml()?);
+                return Ok(());
+            }
+            let report = cmd::demo::run(&effective, args.json)?;
             if args.json {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
             } else {

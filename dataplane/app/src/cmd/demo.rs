@@ -10,35 +10,43 @@
 //! seeded. The run fails (exit 1) if any transaction is lost, duplicated,
 //! completes in error, or carries a wrong byte.
 //!
+//! What runs — addresses, PSP, the connection (CIDs, initial PSNs and
+//! RSNs, ordering), delivery, resources, RUE, workload and faults — is the
+//! embedded default, a `--config` file and the flags, merged and checked by
+//! [`crate::democfg`].
+//!
 //! Each transaction's ULP header is its 8-byte tag; the bytes after it are a
 //! function of the tag, so either side can verify without shared state.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
-use falcon_core::port::{FaultInjector, Faults, Loopback, LoopbackConfig, PacketBuf, Port};
+use falcon_core::engine::{connect, ConnectionHandle, Engine};
+use falcon_core::port::{FaultInjector, Loopback, LoopbackConfig, PacketBuf, Port};
 use falcon_core::random::{Random, SplitMix64};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{CompletionStatus, Transaction, TransactionKind, UlpEvent};
-use falcon_core::wire::EthernetAddress;
 use hdrhistogram::Histogram;
-use psp::{MasterKey, MasterKeys};
 use serde::Serialize;
 
-use crate::cli::DemoArgs;
+use crate::democfg::schema::{Ordering, PspVersion};
+use crate::democfg::EffectiveConfig;
 use crate::error::{AppError, Result};
 
 /// Frames per `rx_burst`, as the DPDK loop.
 const BURST: usize = 32;
 /// The ULP header: the transaction's tag.
 const TAG_LEN: usize = 8;
-/// Transaction sizes the mix draws from (bytes of ULP header + data).
-const SIZES: [usize; 5] = [64, 256, 1024, 2048, 4096];
 
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub ok: bool,
+    /// `AES-GCM-128`, `AES-GCM-256` or `off`.
+    pub psp: String,
+    /// The RUE's algorithm (`Swift`, `DCQCN`, `bypass RUE`, `no RUE`).
+    pub rue: String,
+    /// `ordered` or `unordered`.
+    pub ordering: String,
     pub transactions: u64,
     pub pushes: u64,
     pub pulls: u64,
@@ -96,38 +104,11 @@ struct Outstanding {
     submitted: Instant,
 }
 
-/// Refuses flag values that cannot make a run (exit 2, naming the flag).
-fn validate(args: &DemoArgs) -> Result<()> {
-    for (flag, value, max) in [
-        ("--loss", args.loss, 0.5),
-        ("--reorder", args.reorder, 1.0),
-        ("--duplicate", args.duplicate, 1.0),
-        ("--push-fraction", args.push_fraction, 1.0),
-    ] {
-        if !(value.is_finite() && (0.0..=max).contains(&value)) {
-            return Err(AppError::Usage(format!(
-                "{flag} must be between 0 and {max}, got {value}"
-            )));
-        }
-    }
-    if args.depth == 0 {
-        return Err(AppError::Usage("--depth must be at least 1".into()));
-    }
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(AppError::Usage(format!(
-            "--timeout must be positive, got {}",
-            args.timeout
-        )));
-    }
-    Ok(())
-}
-
-pub fn run(args: &DemoArgs) -> Result<Report> {
-    validate(args)?;
-    let keys = |seed: u8| MasterKeys {
-        k0: MasterKey::new([seed; 32]),
-        k1: MasterKey::new([seed ^ 0xff; 32]),
-    };
+/// Runs the demo on `effective` (checked here: a bad value is exit 2 by
+/// key or flag); `quiet` drops the progress lines on stderr.
+pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
+    let setup = effective.setup()?;
+    let workload = &setup.workload;
     let start = Instant::now();
     // The engines' clock: nanoseconds since the run started, from 1 s so the
     // PSP IVs (ps) and the replay windows start well above zero.
@@ -136,42 +117,23 @@ pub fn run(args: &DemoArgs) -> Result<Report> {
     };
     let mut now = clock(Instant::now());
 
-    let config = |ip: &str, mac: u8, key_seed: u8, seed: u64| -> Result<EngineConfig> {
-        Ok(EngineConfig {
-            local_ip: ip
-                .parse()
-                .map_err(|e| AppError::Failed(format!("address {ip}: {e}")))?,
-            local_mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
-            psp: Some(PspConfig::new(keys(key_seed))),
-            seed,
-            ..EngineConfig::default()
-        })
-    };
-    let engine_error = |e: &dyn std::fmt::Display| AppError::Failed(format!("engine setup: {e}"));
-    let mut initiator =
-        Engine::new(config("10.0.0.1", 1, 0x11, args.seed)?, now).map_err(|e| engine_error(&e))?;
-    let mut target = Engine::new(config("10.0.0.2", 2, 0x22, args.seed ^ 1)?, now)
-        .map_err(|e| engine_error(&e))?;
-    let (conn_i, conn_t) = connect(now, &mut initiator, &mut target, &PairSpec::default())
-        .map_err(|e| engine_error(&e))?;
+    let engine_error = |e| effective.engine_error(e);
+    let mut initiator = Engine::new(setup.initiator.clone(), now).map_err(engine_error)?;
+    let mut target = Engine::new(setup.target.clone(), now).map_err(engine_error)?;
+    let (conn_i, conn_t) =
+        connect(now, &mut initiator, &mut target, &setup.pair).map_err(engine_error)?;
 
-    let faults = Faults {
-        loss_ppm: ppm(args.loss),
-        duplicate_ppm: ppm(args.duplicate),
-        reorder_ppm: ppm(args.reorder),
-        reorder_delay: Duration::from_micros(20),
-        corrupt_ppm: 0,
-    };
     let (pa, pb) = Loopback::pair(LoopbackConfig::default());
-    let mut port_i = FaultInjector::new(pa, faults, args.seed.wrapping_add(2));
-    let mut port_t = FaultInjector::new(pb, faults, args.seed.wrapping_add(3));
+    let mut port_i = FaultInjector::new(pa, setup.faults, workload.seed.wrapping_add(2));
+    let mut port_t = FaultInjector::new(pb, setup.faults, workload.seed.wrapping_add(3));
 
-    let max_len = initiator.max_payload().min(*SIZES.last().unwrap_or(&4096));
-    let mut rng = SplitMix64::new(args.seed);
+    // `setup` keeps every size within 8..=max_payload.
+    let sizes = &workload.sizes;
+    let mut rng = SplitMix64::new(workload.seed);
     let mut outstanding: HashMap<u64, Outstanding> = HashMap::new();
     let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|e| AppError::Failed(format!("histogram: {e}")))?;
-    let mut report = Report::new(args);
+    let mut report = Report::new(effective);
     let mut failures: Vec<String> = Vec::new();
     let mut scratch = Vec::new();
     // Push tags the target ULP has taken: each exactly once.
@@ -180,24 +142,26 @@ pub fn run(args: &DemoArgs) -> Result<Report> {
     let mut next_tag: u64 = 1;
     let mut completed: u64 = 0;
     let mut xoff = false;
-    let deadline = start + Duration::from_secs_f64(args.timeout);
+    let deadline = start + workload.timeout;
     let mut last_progress = Instant::now();
 
-    while completed < args.transactions {
+    while completed < workload.transactions {
         let wall = Instant::now();
         now = clock(wall);
         if wall > deadline {
             failures.push(format!(
                 "timed out after {:.1} s with {} of {} transactions complete",
-                args.timeout, completed, args.transactions
+                workload.timeout.as_secs_f64(),
+                completed,
+                workload.transactions
             ));
             break;
         }
 
         // Initiator ULP: keep `depth` transactions outstanding.
-        while !xoff && next_tag <= args.transactions && outstanding.len() < args.depth {
-            let len = SIZES[(rng.next_u64() % SIZES.len() as u64) as usize].clamp(TAG_LEN, max_len);
-            let push = (rng.next_u64() % 1000) < (args.push_fraction * 1000.0) as u64;
+        while !xoff && next_tag <= workload.transactions && outstanding.len() < workload.depth {
+            let len = sizes[(rng.next_u64() % sizes.len() as u64) as usize];
+            let push = (rng.next_u64() % 1000) < (workload.push_fraction * 1000.0) as u64;
             let tag = next_tag;
             let transaction = if push {
                 let mut payload = Vec::with_capacity(len);
@@ -312,12 +276,12 @@ pub fn run(args: &DemoArgs) -> Result<Report> {
         if !failures.is_empty() && failures.len() >= 20 {
             break;
         }
-        if !args.json && last_progress.elapsed() >= Duration::from_secs(1) {
+        if !quiet && last_progress.elapsed() >= Duration::from_secs(1) {
             last_progress = Instant::now();
             eprintln!(
                 "  {:>6.1} s  {completed:>9} of {} transactions  {} retransmissions",
                 start.elapsed().as_secs_f64(),
-                args.transactions,
+                workload.transactions,
                 initiator.stats().retransmissions + target.stats().retransmissions
             );
         }
@@ -327,7 +291,7 @@ pub fn run(args: &DemoArgs) -> Result<Report> {
     report.transactions = completed;
     report.finish(&initiator, &target, &latency, elapsed);
     report.failures = failures.len() as u64;
-    report.ok = failures.is_empty() && completed == args.transactions;
+    report.ok = failures.is_empty() && completed == workload.transactions;
     failures.truncate(20);
     report.failure_reasons = failures;
     Ok(report)
@@ -399,14 +363,21 @@ fn serve(
     Ok(())
 }
 
-fn ppm(fraction: f64) -> u32 {
-    (fraction.clamp(0.0, 1.0) * 1e6).round() as u32
-}
-
 impl Report {
-    fn new(args: &DemoArgs) -> Self {
+    fn new(effective: &EffectiveConfig) -> Self {
+        let c = &effective.config;
         Report {
             ok: false,
+            psp: match (c.psp.enabled, c.psp.version) {
+                (false, _) => "off".into(),
+                (true, PspVersion::AesGcm128) => "AES-GCM-128".into(),
+                (true, PspVersion::AesGcm256) => "AES-GCM-256".into(),
+            },
+            rue: c.rue.algorithm.label().into(),
+            ordering: match c.connection.ordering {
+                Ordering::Ordered => "ordered".into(),
+                Ordering::Unordered => "unordered".into(),
+            },
             transactions: 0,
             pushes: 0,
             pulls: 0,
@@ -418,9 +389,9 @@ impl Report {
             latency_p50_us: 0.0,
             latency_p99_us: 0.0,
             latency_max_us: 0.0,
-            loss: args.loss,
-            reorder: args.reorder,
-            duplicate: args.duplicate,
+            loss: c.faults.loss,
+            reorder: c.faults.reorder,
+            duplicate: c.faults.duplicate,
             frames: 0,
             retransmissions: 0,
             retransmissions_timeout: 0,
@@ -496,7 +467,21 @@ impl Report {
 }
 
 pub fn print_text(r: &Report) {
-    println!("falcon demo: initiator and target over the in-process loopback, PSP on (AES-GCM-128), Swift");
+    let psp = if r.psp == "off" {
+        "PSP off".to_string()
+    } else {
+        format!("PSP on ({})", r.psp)
+    };
+    // The default (ordered) keeps the line it always had.
+    let ordering = if r.ordering == "ordered" {
+        String::new()
+    } else {
+        format!(", {}", r.ordering)
+    };
+    println!(
+        "falcon demo: initiator and target over the in-process loopback, {psp}, {}{ordering}",
+        r.rue
+    );
     println!(
         "  transactions  {} ({} push, {} pull), {} bytes verified, {}",
         r.transactions,
@@ -547,6 +532,7 @@ pub fn print_text(r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::DemoArgs;
 
     #[test]
     fn fill_and_verify_agree_and_catch_a_flipped_byte() {
@@ -560,49 +546,63 @@ mod tests {
         }
     }
 
+    /// `falcon demo` with these flags and no file.
+    fn run_flags(args: DemoArgs) -> Result<Report> {
+        run(&EffectiveConfig::resolve(&args)?, true)
+    }
+
     #[test]
     fn unusable_flags_are_refused_by_name() {
         let base = DemoArgs {
-            transactions: 10,
-            depth: 4,
-            loss: 0.0,
-            reorder: 0.0,
-            duplicate: 0.0,
-            push_fraction: 0.5,
-            seed: 1,
-            timeout: 10.0,
+            transactions: Some(10),
+            depth: Some(4),
+            loss: Some(0.0),
+            reorder: Some(0.0),
+            duplicate: Some(0.0),
+            push_fraction: Some(0.5),
+            seed: Some(1),
+            timeout: Some(10.0),
             json: true,
+            ..DemoArgs::default()
         };
-        let err = run(&DemoArgs { loss: 0.9, ..base }).err().unwrap();
+        let with = |edit: fn(&mut DemoArgs)| {
+            let mut args = base.clone();
+            edit(&mut args);
+            run_flags(args).err().unwrap()
+        };
+        let err = with(|a| a.loss = Some(0.9));
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("--loss"), "{err}");
-        let err = run(&DemoArgs { depth: 0, ..base }).err().unwrap();
+        let err = with(|a| a.depth = Some(0));
         assert!(err.to_string().contains("--depth"), "{err}");
-        let err = run(&DemoArgs {
-            push_fraction: f64::NAN,
-            ..base
-        })
-        .err()
-        .unwrap();
+        let err = with(|a| a.push_fraction = Some(f64::NAN));
         assert!(err.to_string().contains("--push-fraction"), "{err}");
-        assert!(run(&base).unwrap().ok);
+        // Once a panic in `Duration::from_secs_f64`.
+        let err = with(|a| a.timeout = Some(1e300));
+        assert!(err.to_string().contains("--timeout"), "{err}");
+        assert!(run_flags(base).unwrap().ok);
     }
 
     #[test]
     fn short_lossy_run_completes_and_verifies_everything() {
         let args = DemoArgs {
-            transactions: 400,
-            depth: 32,
-            loss: 0.02,
-            reorder: 0.05,
-            duplicate: 0.01,
-            push_fraction: 0.5,
-            seed: 7,
-            timeout: 60.0,
+            transactions: Some(400),
+            depth: Some(32),
+            loss: Some(0.02),
+            reorder: Some(0.05),
+            duplicate: Some(0.01),
+            push_fraction: Some(0.5),
+            seed: Some(7),
+            timeout: Some(60.0),
             json: true,
+            ..DemoArgs::default()
         };
-        let r = run(&args).unwrap();
+        let r = run_flags(args).unwrap();
         assert!(r.ok, "{:?}", r.failure_reasons);
+        assert_eq!(
+            (r.psp.as_str(), r.rue.as_str(), r.ordering.as_str()),
+            ("AES-GCM-128", "Swift", "ordered")
+        );
         assert_eq!(r.transactions, 400);
         assert_eq!(r.pushes + r.pulls, 400);
         assert!(r.pushes > 100 && r.pulls > 100);

@@ -1,0 +1,578 @@
+//! From a [`DemoConfig`] to what the demo runs: two [`EngineConfig`]s, the
+//! [`PairSpec`] that connects them, the workload and the faults.
+//!
+//! Layer: application configuration. Every range check either is the
+//! engine's own (`DeliveryConfig::validate`, `ResourceConfig::validate`,
+//! `EngineConfig::validate`, the RUE profiles, the 24-bit id types) with its
+//! field mapped back to the file's key, or guards a value the demo itself
+//! uses (fractions, sizes, timeouts) so that nothing later can panic on it.
+//! Errors go through [`Origin`], which names the flag, or the file, line
+//! and key, the value came from.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use falcon_core::delivery::{DeliveryConfig, OwnPause, RackTlpConfig};
+use falcon_core::engine::{EngineConfig, InitialSequence, PairSpec, PspConfig, RueMode};
+use falcon_core::ids::{ConnectionId, DestinationFunction};
+use falcon_core::port::Faults;
+use falcon_core::resources::{Alpha, CreditLimits, ResourceConfig, RxPool, TxPool};
+use falcon_core::seq::{Psn, Rsn};
+use psp::{MasterKey, MasterKeys, SecurityGlobals};
+use rue::{BypassConfig, DcqcnConfig, PlbConfig, ProfileConfig, Profiles, SwiftConfig};
+
+use super::schema::{DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, SwiftSection};
+use super::Origin;
+use crate::error::Result;
+
+/// Everything `falcon demo` runs, checked.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub initiator: EngineConfig,
+    pub target: EngineConfig,
+    pub pair: PairSpec,
+    pub workload: Workload,
+    pub faults: Faults,
+}
+
+/// What the initiator's ULP submits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub transactions: u64,
+    pub depth: usize,
+    pub push_fraction: f64,
+    /// Transaction sizes (bytes), each within 8..=max payload.
+    pub sizes: Vec<usize>,
+    pub seed: u64,
+    pub timeout: Duration,
+}
+
+/// The ULP header of a demo transaction is its 8-byte tag.
+pub const MIN_SIZE: usize = 8;
+
+/// Builds and checks the demo from `config`.
+///
+/// # Errors
+///
+/// [`AppError`] (exit 2) naming the first bad value by flag or by key.
+pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
+    let faults = faults(config, origin)?;
+    let delivery = delivery(config, origin)?;
+    let resources = resources(&config.resources, origin)?;
+    let rue = rue(config, origin)?;
+    let pair = pair(config, origin)?;
+    if config.initiator.ip.is_ipv4() != config.target.ip.is_ipv4() {
+        return Err(origin.error(
+            "target.ip",
+            "must be of the same address family as initiator.ip",
+        ));
+    }
+    let psp = &config.psp;
+    let psp_config = |k0: &KeyHex, k1: &KeyHex| -> Result<Option<PspConfig>> {
+        if !psp.enabled {
+            return Ok(None);
+        }
+        let replay_margin_ps = psp.replay_margin_ns.checked_mul(1000).ok_or_else(|| {
+            origin.error("psp.replay_margin_ns", "must be below 2^64 ps (≈ 213 days)")
+        })?;
+        let mut config = PspConfig::new(MasterKeys {
+            k0: MasterKey::new(k0.0),
+            k1: MasterKey::new(k1.0),
+        });
+        config.backend = psp.backend.into();
+        config.globals = SecurityGlobals {
+            replay_margin_ps,
+            ..SecurityGlobals::default()
+        };
+        Ok(Some(config))
+    };
+    let seed = config.workload.seed;
+    let engine = |ip: IpAddr, mac, psp, seed| EngineConfig {
+        local_ip: ip,
+        local_mac: mac,
+        psp,
+        rue: rue.clone(),
+        delivery: delivery.clone(),
+        resources,
+        seed,
+        ..EngineConfig::default()
+    };
+    let initiator = engine(
+        config.initiator.ip,
+        config.initiator.mac.0,
+        psp_config(&psp.initiator_master_key_0, &psp.initiator_master_key_1)?,
+        seed,
+    );
+    let target = engine(
+        config.target.ip,
+        config.target.mac.0,
+        psp_config(&psp.target_master_key_0, &psp.target_master_key_1)?,
+        seed ^ 1,
+    );
+    for engine in [&initiator, &target] {
+        engine.validate().map_err(|e| origin.engine_error(e))?;
+    }
+    let workload = workload(config, initiator.max_payload(), origin)?;
+    Ok(Setup {
+        initiator,
+        target,
+        pair,
+        workload,
+        faults,
+    })
+}
+
+/// The file key of a field `falcon-core` names in a `ConfigError` (its
+/// `EngineConfig`, `DeliveryConfig`, `ResourceConfig`, `ConnectionConfig`
+/// spelling) when the demo's schema has one.
+pub fn key_of_engine_field(field: &str) -> String {
+    let delivery = |key: &str| format!("delivery.{key}");
+    match field {
+        "initial_rto" => delivery("initial_rto_us"),
+        "ulp_rto" => delivery("ulp_rto_us"),
+        "ack_coalescing_timeout" => delivery("ack_coalescing_timeout_ns"),
+        "tx_window"
+        | "submit_queue"
+        | "initial_fcwnd"
+        | "initial_ncwnd"
+        | "max_retransmit_attempts"
+        | "ack_coalescing_count"
+        | "ack_request_fcwnd_threshold"
+        | "ack_request_percent"
+        | "ooo_distance_threshold"
+        | "nack_queue" => delivery(field),
+        f if f.starts_with("rack_tlp") => delivery("rack_tlp"),
+        f if f.starts_with("own_pause") => delivery("own_pause"),
+        "remote_ip" => "target.ip".into(),
+        "local_cid" => "connection.initiator_cid".into(),
+        f if f.starts_with("psp") => "psp".into(),
+        f => f.into(),
+    }
+}
+
+fn faults(config: &DemoConfig, origin: &Origin) -> Result<Faults> {
+    let f = &config.faults;
+    for (key, value, max) in [
+        ("faults.loss", f.loss, 0.5),
+        ("faults.reorder", f.reorder, 1.0),
+        ("faults.duplicate", f.duplicate, 1.0),
+    ] {
+        fraction(origin, key, value, max)?;
+    }
+    // The injector adds the delay to the clock: keep that sum far from
+    // overflowing.
+    if f.reorder_delay_us > 1_000_000 {
+        return Err(origin.error(
+            "faults.reorder_delay_us",
+            format!(
+                "must be at most 1000000 µs (1 s), got {}",
+                f.reorder_delay_us
+            ),
+        ));
+    }
+    Ok(Faults {
+        loss_ppm: ppm(f.loss),
+        duplicate_ppm: ppm(f.duplicate),
+        reorder_ppm: ppm(f.reorder),
+        reorder_delay: Duration::from_micros(f.reorder_delay_us),
+        corrupt_ppm: 0,
+    })
+}
+
+fn workload(config: &DemoConfig, max_payload: usize, origin: &Origin) -> Result<Workload> {
+    let w = &config.workload;
+    fraction(origin, "workload.push_fraction", w.push_fraction, 1.0)?;
+    if w.depth == 0 {
+        return Err(origin.error("workload.depth", "must be at least 1"));
+    }
+    // `Duration::from_secs_f64` panics beyond u64 seconds: bound it.
+    if !(w.timeout_s.is_finite() && w.timeout_s > 0.0 && w.timeout_s <= 1e9) {
+        return Err(origin.error(
+            "workload.timeout_s",
+            format!("must be positive (at most 1e9 s), got {}", w.timeout_s),
+        ));
+    }
+    if w.sizes.is_empty() {
+        return Err(origin.error("workload.sizes", "needs at least one size"));
+    }
+    let mut sizes = Vec::with_capacity(w.sizes.len());
+    for &size in &w.sizes {
+        let size = size as usize;
+        if !(MIN_SIZE..=max_payload).contains(&size) {
+            return Err(origin.error(
+                "workload.sizes",
+                format!(
+                    "{size}: each size must be within {MIN_SIZE}..={max_payload} bytes (the tag, the largest payload of a frame)"
+                ),
+            ));
+        }
+        sizes.push(size);
+    }
+    Ok(Workload {
+        transactions: w.transactions,
+        depth: w.depth,
+        push_fraction: w.push_fraction,
+        sizes,
+        seed: w.seed,
+        timeout: Duration::from_secs_f64(w.timeout_s),
+    })
+}
+
+fn delivery(config: &DemoConfig, origin: &Origin) -> Result<DeliveryConfig> {
+    let d = &config.delivery;
+    let delivery = DeliveryConfig {
+        tx_window: d.tx_window,
+        submit_queue: d.submit_queue,
+        initial_fcwnd: d.initial_fcwnd,
+        initial_ncwnd: d.initial_ncwnd,
+        initial_rto: Duration::from_micros(d.initial_rto_us),
+        ulp_rto: Duration::from_micros(d.ulp_rto_us),
+        max_retransmit_attempts: d.max_retransmit_attempts,
+        ack_coalescing_count: d.ack_coalescing_count,
+        ack_coalescing_timeout: Duration::from_nanos(d.ack_coalescing_timeout_ns),
+        ack_request_fcwnd_threshold: d.ack_request_fcwnd_threshold,
+        ack_request_percent: d.ack_request_percent,
+        ooo_distance_threshold: d.ooo_distance_threshold,
+        max_early_retransmits: d.max_early_retransmits,
+        nack_queue: d.nack_queue,
+        initial_ttl: d.initial_ttl,
+        rack_tlp: d.rack_tlp.then(RackTlpConfig::default),
+        own_pause: d.own_pause.then(OwnPause::default),
+        ..DeliveryConfig::default()
+    };
+    delivery
+        .validate()
+        .map_err(|e| origin.error(&key_of_engine_field(e.field), e.problem))?;
+    Ok(delivery)
+}
+
+fn resources(r: &ResourcesSection, origin: &Origin) -> Result<ResourceConfig> {
+    // `ResourceConfig::validate` names only `resources` for an empty
+    // region: check each key first.
+    for (key, value) in [
+        ("resources.tx_packet_ulp_request", r.tx_packet_ulp_request),
+        ("resources.tx_packet_ulp_data", r.tx_packet_ulp_data),
+        ("resources.tx_buffer_ulp_request", r.tx_buffer_ulp_request),
+        ("resources.tx_buffer_ulp_data", r.tx_buffer_ulp_data),
+        ("resources.rx_packet_ulp_request", r.rx_packet_ulp_request),
+        (
+            "resources.rx_packet_network_request",
+            r.rx_packet_network_request,
+        ),
+        ("resources.rx_buffer_ulp_request", r.rx_buffer_ulp_request),
+        (
+            "resources.rx_buffer_network_request",
+            r.rx_buffer_network_request,
+        ),
+        ("resources.connection_packets", r.connection_packets),
+        ("resources.connection_cells", r.connection_cells),
+    ] {
+        if value == 0 {
+            return Err(origin.error(key, "must be at least 1"));
+        }
+    }
+    // `Alpha::from_f64` clamps; refuse instead of changing the value.
+    if !(r.isolation_alpha.is_finite() && (1.0 / 256.0..=255.0).contains(&r.isolation_alpha)) {
+        return Err(origin.error(
+            "resources.isolation_alpha",
+            format!("must be within 1/256 ..= 255, got {}", r.isolation_alpha),
+        ));
+    }
+    let resources = ResourceConfig {
+        cell_size: r.cell_size,
+        tx_packet: TxPool {
+            ulp_request: r.tx_packet_ulp_request,
+            ulp_data: r.tx_packet_ulp_data,
+        },
+        tx_buffer: TxPool {
+            ulp_request: r.tx_buffer_ulp_request,
+            ulp_data: r.tx_buffer_ulp_data,
+        },
+        rx_packet: RxPool {
+            ulp_request: r.rx_packet_ulp_request,
+            network_request: r.rx_packet_network_request,
+        },
+        rx_buffer: RxPool {
+            ulp_request: r.rx_buffer_ulp_request,
+            network_request: r.rx_buffer_network_request,
+        },
+        per_connection: CreditLimits::uniform(r.connection_packets, r.connection_cells),
+        green_zone_percent: r.green_zone_percent,
+        isolation_alpha: Alpha::from_f64(r.isolation_alpha),
+        ..ResourceConfig::default()
+    };
+    resources
+        .validate()
+        .map_err(|(field, problem)| origin.error(field, problem))?;
+    Ok(resources)
+}
+
+fn rue(config: &DemoConfig, origin: &Origin) -> Result<RueMode> {
+    let profile = match config.rue.algorithm {
+        RueAlgorithm::Off => return Ok(RueMode::Off),
+        RueAlgorithm::Swift => ProfileConfig::Swift(swift(&config.rue.swift)),
+        RueAlgorithm::Dcqcn => ProfileConfig::Dcqcn(DcqcnConfig::default()),
+        RueAlgorithm::Bypass => ProfileConfig::Bypass(BypassConfig::default()),
+    };
+    let profiles = Profiles::new(&[profile]).map_err(|e| {
+        // Swift's fields are the keys of `[rue.swift]`; PLB's sub-fields
+        // are behind the one `plb` switch.
+        let key = match e.field {
+            f if f.starts_with("plb") => "plb",
+            f => f,
+        };
+        origin.error(&format!("rue.{}.{key}", e.algorithm), e.problem)
+    })?;
+    Ok(RueMode::Profiles(Box::new(profiles)))
+}
+
+fn swift(s: &SwiftSection) -> SwiftConfig {
+    let defaults = SwiftConfig::default();
+    SwiftConfig {
+        max_fcwnd: s.max_fcwnd,
+        min_fcwnd: s.min_fcwnd,
+        fabric_additive_increment: s.fabric_additive_increment,
+        fabric_multiplicative_decrease_factor: s.fabric_multiplicative_decrease_factor,
+        max_fabric_multiplicative_decrease: s.max_fabric_multiplicative_decrease,
+        fabric_base_delay: s.fabric_base_delay,
+        topo_scaling_per_hop: s.topo_scaling_per_hop,
+        max_flow_scaling: s.max_flow_scaling,
+        max_ncwnd: s.max_ncwnd,
+        min_ncwnd: s.min_ncwnd,
+        nic_additive_increment: s.nic_additive_increment,
+        nic_multiplicative_decrease_factor: s.nic_multiplicative_decrease_factor,
+        max_nic_multiplicative_decrease: s.max_nic_multiplicative_decrease,
+        target_rx_buffer_level: s.target_rx_buffer_level,
+        rtt_smoothing_alpha: s.rtt_smoothing_alpha,
+        min_retransmit_timeout: s.min_retransmit_timeout,
+        retransmit_timeout_scalar: s.retransmit_timeout_scalar,
+        retransmit_limit: s.retransmit_limit,
+        plb: PlbConfig {
+            enabled: s.plb,
+            ..defaults.plb
+        },
+        ..defaults
+    }
+}
+
+fn pair(config: &DemoConfig, origin: &Origin) -> Result<PairSpec> {
+    let c = &config.connection;
+    let cid = |key: &str, value: u32| {
+        ConnectionId::new(value).map_err(|_| {
+            origin.error(
+                key,
+                format!("must be at most 16777215 (0xFFFFFF, 24 bits), got {value}"),
+            )
+        })
+    };
+    let function = |key: &str, value: u32| {
+        DestinationFunction::new(value).map_err(|_| {
+            origin.error(
+                key,
+                format!("must be at most 16777215 (0xFFFFFF, 24 bits), got {value}"),
+            )
+        })
+    };
+    Ok(PairSpec {
+        a_cid: cid("connection.initiator_cid", c.initiator_cid)?,
+        b_cid: cid("connection.target_cid", c.target_cid)?,
+        ordering: c.ordering.into(),
+        // The initiator is side A; its receive windows are the target's
+        // send windows.
+        sequence: InitialSequence {
+            tx_request_psn: Psn::new(c.initiator_request_psn),
+            tx_data_psn: Psn::new(c.initiator_data_psn),
+            rx_request_psn: Psn::new(c.target_request_psn),
+            rx_data_psn: Psn::new(c.target_data_psn),
+            tx_rsn: Rsn::new(c.initiator_rsn),
+            rx_rsn: Rsn::new(c.target_rsn),
+        },
+        a_function: function("connection.initiator_function", c.initiator_function)?,
+        b_function: function("connection.target_function", c.target_function)?,
+        delivery: None,
+        credits: None,
+        version: config.psp.version.into(),
+    })
+}
+
+/// Refuses a fraction outside `0..=max` (or not a number).
+fn fraction(origin: &Origin, key: &str, value: f64, max: f64) -> Result<()> {
+    if value.is_finite() && (0.0..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(origin.error(key, format!("must be between 0 and {max}, got {value}")))
+}
+
+fn ppm(fraction: f64) -> u32 {
+    (fraction.clamp(0.0, 1.0) * 1e6).round() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::democfg::schema::Ordering;
+    use crate::error::AppError;
+
+    /// What an [`AppError`] from here looks like to callers that only want the
+    /// message (tests).
+    fn message(result: Result<Setup>) -> String {
+        match result {
+            Ok(_) => String::from("ok"),
+            Err(AppError::Usage(m)) => m,
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn build(edit: impl FnOnce(&mut DemoConfig)) -> Result<Setup> {
+        let mut config = DemoConfig::default();
+        edit(&mut config);
+        setup(&config, &Origin::file("demo.toml", ""))
+    }
+
+    #[test]
+    fn the_default_is_the_engines_default() {
+        let s = build(|_| {}).unwrap();
+        let pair = PairSpec::default();
+        assert_eq!(s.pair.a_cid, pair.a_cid);
+        assert_eq!(s.pair.b_cid, pair.b_cid);
+        assert_eq!(s.pair.sequence, pair.sequence);
+        assert_eq!(s.pair.a_function, pair.a_function);
+        assert_eq!(s.pair.b_function, pair.b_function);
+        assert_eq!(s.pair.version, pair.version);
+        assert_eq!(s.pair.ordering, pair.ordering);
+        for (engine, host, seed) in [(&s.initiator, 1, 1), (&s.target, 2, 0)] {
+            let default = EngineConfig::default();
+            assert_eq!(engine.delivery, default.delivery);
+            assert_eq!(engine.resources, default.resources);
+            assert_eq!(engine.local_ip.to_string(), format!("10.0.0.{host}"));
+            assert_eq!(engine.local_mac.0, [2, 0, 0, 0, 0, host]);
+            assert_eq!(engine.seed, seed);
+            assert_eq!(engine.max_frame_len, default.max_frame_len);
+            let psp = engine.psp.as_ref().unwrap();
+            assert_eq!(psp.backend, psp::Backend::Ring);
+            assert_eq!(psp.globals, SecurityGlobals::default());
+            assert!(matches!(engine.rue, RueMode::Profiles(_)));
+        }
+        assert_eq!(swift(&SwiftSection::default()), SwiftConfig::default());
+        assert_eq!(
+            s.faults,
+            Faults {
+                loss_ppm: 10_000,
+                duplicate_ppm: 1_000,
+                reorder_ppm: 20_000,
+                reorder_delay: Duration::from_micros(20),
+                corrupt_ppm: 0,
+            }
+        );
+        assert_eq!(s.workload.sizes, [64, 256, 1024, 2048, 4096]);
+        assert_eq!(s.workload.timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn file_values_reach_the_engine() {
+        let s = build(|c| {
+            c.connection.ordering = Ordering::Unordered;
+            c.connection.initiator_cid = 0xABCDEF;
+            c.connection.target_rsn = 7;
+            c.connection.target_data_psn = 9;
+            c.delivery.tx_window = 256;
+            c.delivery.initial_rto_us = 2500;
+            c.delivery.rack_tlp = true;
+            c.resources.connection_cells = 99;
+            c.psp.enabled = false;
+            c.rue.algorithm = RueAlgorithm::Off;
+            c.faults.loss = 0.5;
+        })
+        .unwrap();
+        assert_eq!(s.pair.a_cid.value(), 0xABCDEF);
+        assert_eq!(
+            s.pair.ordering,
+            falcon_core::delivery::OrderingMode::Unordered
+        );
+        assert_eq!(s.pair.sequence.rx_rsn, Rsn::new(7));
+        assert_eq!(s.pair.sequence.mirrored().tx_data_psn, Psn::new(9));
+        assert_eq!(s.initiator.delivery.tx_window, 256);
+        assert_eq!(s.target.delivery.initial_rto, Duration::from_micros(2500));
+        assert!(s.initiator.delivery.rack_tlp.is_some());
+        assert_eq!(s.initiator.resources.per_connection.net_req_buf_rx, 99);
+        assert!(s.initiator.psp.is_none() && s.target.psp.is_none());
+        assert!(matches!(s.initiator.rue, RueMode::Off));
+        assert_eq!(s.faults.loss_ppm, 500_000);
+    }
+
+    type Edit = fn(&mut DemoConfig);
+
+    #[test]
+    fn refused_values_name_the_key() {
+        let cases: [(&str, Edit); 12] = [
+            ("`delivery.tx_window`", |c| c.delivery.tx_window = 0),
+            ("`delivery.initial_rto_us`", |c| {
+                c.delivery.initial_rto_us = 3_000_000
+            }),
+            ("`delivery.initial_fcwnd`", |c| {
+                c.delivery.initial_fcwnd = f64::NAN
+            }),
+            ("`resources.cell_size`", |c| c.resources.cell_size = 0),
+            ("`resources.rx_packet_network_request`", |c| {
+                c.resources.rx_packet_network_request = 0
+            }),
+            ("`resources.isolation_alpha`", |c| {
+                c.resources.isolation_alpha = 0.0
+            }),
+            ("`rue.swift.max_fcwnd`", |c| c.rue.swift.max_fcwnd = 5000.0),
+            ("`connection.target_cid`", |c| {
+                c.connection.target_cid = 1 << 24
+            }),
+            ("`connection.initiator_function`", |c| {
+                c.connection.initiator_function = u32::MAX
+            }),
+            ("`target.ip`", |c| c.target.ip = "::1".parse().unwrap()),
+            ("`workload.sizes`", |c| c.workload.sizes = vec![4]),
+            ("`faults.reorder_delay_us`", |c| {
+                c.faults.reorder_delay_us = u64::MAX
+            }),
+        ];
+        for (key, edit) in cases {
+            let err = build(edit).err().unwrap();
+            assert_eq!(err.exit_code(), 2);
+            let msg = err.to_string();
+            assert!(
+                msg.starts_with("demo.toml: ") && msg.contains(key),
+                "{key}: {msg}"
+            );
+        }
+        assert!(message(build(|c| c.workload.timeout_s = f64::INFINITY)).contains("timeout_s"));
+        assert!(message(build(|c| c.workload.sizes.clear())).contains("workload.sizes"));
+        assert!(message(build(|c| c.psp.replay_margin_ns = u64::MAX)).contains("replay"));
+    }
+
+    #[test]
+    fn every_algorithm_builds() {
+        for algorithm in [
+            RueAlgorithm::Swift,
+            RueAlgorithm::Dcqcn,
+            RueAlgorithm::Bypass,
+            RueAlgorithm::Off,
+        ] {
+            assert!(
+                build(|c| c.rue.algorithm = algorithm).is_ok(),
+                "{algorithm:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn engine_fields_map_to_file_keys() {
+        assert_eq!(key_of_engine_field("tx_window"), "delivery.tx_window");
+        assert_eq!(key_of_engine_field("ulp_rto"), "delivery.ulp_rto_us");
+        assert_eq!(
+            key_of_engine_field("rack_tlp.min_tlp_timeout"),
+            "delivery.rack_tlp"
+        );
+        assert_eq!(
+            key_of_engine_field("resources.cell_size"),
+            "resources.cell_size"
+        );
+        assert_eq!(key_of_engine_field("remote_ip"), "target.ip");
+    }
+}
