@@ -42,6 +42,14 @@ use super::{run_one, StateTable};
 /// Events per compute batch.
 pub(super) const BATCH: usize = 32;
 
+/// Shortest run worth the lanes: their loops run over all [`BATCH`] lanes
+/// and clear a 4096-bit repeat filter whatever the run's length, so one
+/// event cost ≈ 3 900 instructions through them against ≈ 600 one by one
+/// (callgrind, `falcon-core`'s `push64_psp_profile`, where the engine runs
+/// the RUE inline with one event per call). Shorter runs go one by one,
+/// which is the reference path the lanes are checked against.
+pub(super) const MIN_LANE_RUN: usize = 4;
+
 /// The lanes a Swift batch computes in, kept by the engine across batches.
 pub(super) type Lanes = BatchLanes<BATCH>;
 
@@ -81,7 +89,7 @@ pub(super) fn run_batch(
         };
         let (first, second) = chunk.as_mut_slices();
         match profiles.get_mut(index) {
-            Some(AnyAlgorithm::Swift(swift)) if swift.is_single_path() => {
+            Some(AnyAlgorithm::Swift(swift)) if swift.is_single_path() && run >= MIN_LANE_RUN => {
                 swift_run(swift, table, lanes, outside, run_events, (first, second));
             }
             Some(algorithm) => {
