@@ -109,14 +109,27 @@ impl PspConfig {
     }
 }
 
-/// Which rate update engine runs inline.
+/// Where the rate update engine runs (DESIGN.md §3: inline in the loop, or
+/// on its own core behind one SPSC event/result queue pair per datapath
+/// core).
 #[derive(Debug, Clone)]
 pub enum RueMode {
-    /// Swift with its defaults (`rue::Profiles::swift_default`).
+    /// Inline, Swift with its defaults (`rue::Profiles::swift_default`).
     Swift,
-    /// Explicit profiles (a connection picks one by `rue_profile`); boxed,
-    /// the profile table is large.
+    /// Inline, explicit profiles (a connection picks one by `rue_profile`);
+    /// boxed, the profile table is large.
     Profiles(Box<Profiles>),
+    /// Elsewhere (its own core, usually `rue::Rue::spawn`): the caller moves
+    /// events from [`Engine::poll_rue_event`](crate::engine::Engine::poll_rue_event)
+    /// into the RUE's event queue and results from its result queue to
+    /// [`Engine::handle_rue_result`](crate::engine::Engine::handle_rue_result).
+    /// A connection in slot `s` is RUE connection `id_base + s`, so several
+    /// engines can share one RUE state table with disjoint id ranges.
+    External {
+        /// First RUE connection id of this engine; `id_base +
+        /// max_connections` must fit the table and 24 bits.
+        id_base: u32,
+    },
     /// No RUE: every connection keeps its initial fcwnd, ncwnd and RTO.
     Off,
 }
@@ -330,6 +343,14 @@ impl EngineConfig {
                 "max_connections",
                 "must be in 1..=2^24 (24-bit connection ids)",
             ));
+        }
+        if let RueMode::External { id_base } = self.rue {
+            if u64::from(id_base) + u64::from(self.max_connections) > 1 << 24 {
+                return Err(ConfigError::new(
+                    "rue.id_base",
+                    "id_base + max_connections must be at most 2^24 (24-bit RUE connection ids)",
+                ));
+            }
         }
         if self.rue_queue == 0 {
             return Err(ConfigError::new("rue_queue", "must be at least 1"));

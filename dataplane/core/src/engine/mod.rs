@@ -20,7 +20,8 @@
 //!   [`connection`](Engine::connection), [`max_payload`](Engine::max_payload),
 //!   [`max_frame_len`](Engine::max_frame_len);
 //! * **inputs** `handle_*(now, …)`: [`handle_packet`](Engine::handle_packet),
-//!   [`handle_timeout`](Engine::handle_timeout);
+//!   [`handle_timeout`](Engine::handle_timeout), and with a RUE on another
+//!   core ([`RueMode::External`]) [`handle_rue_result`](Engine::handle_rue_result);
 //! * **commands**: setup ([`add_connection`](Engine::add_connection),
 //!   [`allocate_spi`](Engine::allocate_spi), [`close`](Engine::close),
 //!   [`set_isolation_alpha`](Engine::set_isolation_alpha)), PSP key
@@ -36,7 +37,8 @@
 //!   [`recycle`](Engine::recycle));
 //! * **outputs** `poll_*`, after every input or command, in this order:
 //!   [`poll_transmit`](Engine::poll_transmit) until `None`,
-//!   [`poll_event`](Engine::poll_event) until `None`, then
+//!   [`poll_event`](Engine::poll_event) until `None`, with an external RUE
+//!   [`poll_rue_event`](Engine::poll_rue_event) until `None`, then
 //!   [`poll_timeout`](Engine::poll_timeout) for when to call
 //!   [`handle_timeout`](Engine::handle_timeout).
 //!
@@ -185,6 +187,7 @@ use crate::wire::{
 };
 
 use cid::CidTable;
+use rue_inline::RueExternal;
 
 pub use crate::transaction::ConnectionHandle;
 pub use config::{
@@ -218,6 +221,7 @@ pub struct Engine {
     ack_ring: Scheduler,
     psp: Option<PspState>,
     rue: Option<RueInline>,
+    rue_external: Option<RueExternal>,
     rue_results: Vec<CcResult>,
     buffer_level: BufferLevel<2>,
     rng: SplitMix64,
@@ -258,6 +262,8 @@ struct Connection {
     unarmed: bool,
     /// Failed (fatal error) or closed.
     dead: bool,
+    /// On the external RUE's list of connections to poll for an event.
+    rue_listed: bool,
 }
 
 impl Engine {
@@ -276,7 +282,11 @@ impl Engine {
         let profiles = match &config.rue {
             RueMode::Swift => Some(Profiles::swift_default()),
             RueMode::Profiles(p) => Some(Profiles::clone(p)),
-            RueMode::Off => None,
+            RueMode::External { .. } | RueMode::Off => None,
+        };
+        let rue_external = match config.rue {
+            RueMode::External { id_base } => Some(RueExternal::new(id_base)),
+            _ => None,
         };
         let rue = match profiles {
             Some(profiles) => {
@@ -326,6 +336,7 @@ impl Engine {
             ack_ring: Scheduler::with_slots(config.max_connections as usize),
             psp,
             rue,
+            rue_external,
             rue_results: Vec::new(),
             buffer_level,
             rng: SplitMix64::new(config.seed),
@@ -614,9 +625,9 @@ impl Engine {
         };
         let s = config.sequence;
         let params = ConnectionParams {
-            // The RUE state table is indexed densely by slot, not by the
-            // 24-bit wire CID.
-            connection_id: ConnectionId::truncating(slot),
+            // The RUE state table is indexed densely by slot (after the
+            // external RUE's id base), not by the 24-bit wire CID.
+            connection_id: ConnectionId::truncating(self.rue_id_base() + slot),
             peer_connection_id: config.remote_cid,
             destination_function: config.remote_function,
             protocol: config.protocol,
@@ -654,6 +665,7 @@ impl Engine {
             armed: None,
             unarmed: false,
             dead: false,
+            rue_listed: false,
         })
     }
 

@@ -49,6 +49,9 @@ pub struct EngineStats {
     pub rue_results: u64,
     /// RUE events that found the queue full (kept pending, retried).
     pub rue_queue_full: u64,
+    /// Results from an external RUE that no connection took (closed,
+    /// failed, or an id outside this engine's range).
+    pub rue_results_unmatched: u64,
     /// Smallest fcwnd any connection had (initial or set by the RUE), in
     /// packets.
     pub fcwnd_min: f64,
@@ -93,6 +96,7 @@ impl Default for EngineStats {
             rue_events: 0,
             rue_results: 0,
             rue_queue_full: 0,
+            rue_results_unmatched: 0,
             fcwnd_min: f64::INFINITY,
             fcwnd_max: 0.0,
             ncwnd_min: u16::MAX,
@@ -165,6 +169,7 @@ impl EngineStats {
         self.rue_events += other.rue_events;
         self.rue_results += other.rue_results;
         self.rue_queue_full += other.rue_queue_full;
+        self.rue_results_unmatched += other.rue_results_unmatched;
         self.fcwnd_min = self.fcwnd_min.min(other.fcwnd_min);
         self.fcwnd_max = self.fcwnd_max.max(other.fcwnd_max);
         self.ncwnd_min = self.ncwnd_min.min(other.ncwnd_min);

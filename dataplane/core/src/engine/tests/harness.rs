@@ -139,6 +139,9 @@ pub struct Node {
 /// Two nodes in virtual time.
 pub struct Pair {
     pub nodes: [Node; 2],
+    /// With `Setup::rue` external: one RUE core serving both nodes (as a
+    /// RUE lcore serves several datapath lcores), one queue pair each.
+    pub external_rue: Option<(rue::Rue, [rue::RueChannel; 2])>,
     /// Per initiator side: (connection, RSN) → what was submitted.
     pub expected: [HashMap<(usize, u32), Expect>; 2],
     pub now: Timestamp,
@@ -162,7 +165,14 @@ impl Pair {
                 local_mac: EthernetAddress([2, 0, 0, 0, 0, side + 1]),
                 local_ip: core::net::IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, side + 1)),
                 psp: setup.psp.then(|| PspConfig::new(keys(side + 1))),
-                rue: setup.rue.clone(),
+                // Node 1's connections follow node 0's (1024 slots each by
+                // default) in the shared table.
+                rue: match setup.rue {
+                    RueMode::External { .. } => RueMode::External {
+                        id_base: u32::from(side) << 10,
+                    },
+                    ref mode => mode.clone(),
+                },
                 delivery: setup.delivery.clone(),
                 resources: setup.resources,
                 transaction: setup.transaction,
@@ -172,6 +182,19 @@ impl Pair {
             Engine::new(config, now).expect("valid engine config")
         };
         let (mut a, mut b) = (engine(0), engine(1));
+        let external_rue = match setup.rue {
+            RueMode::External { .. } => {
+                let config = rue::RueConfig {
+                    connections: 1 << 11,
+                    ..rue::RueConfig::default()
+                };
+                let mut core =
+                    rue::Rue::new(config, rue::Profiles::swift_default()).expect("RUE config");
+                let channels = [core.add_core(1024), core.add_core(1024)];
+                Some((core, channels))
+            }
+            _ => None,
+        };
         let mut conns = (Vec::new(), Vec::new());
         for i in 0..setup.connections {
             let spec = PairSpec {
@@ -219,6 +242,7 @@ impl Pair {
                 node(b, pb, conns.1, setup.seed.wrapping_mul(5) + 1),
             ],
             expected: [HashMap::new(), HashMap::new()],
+            external_rue,
             now,
             ordering: setup.ordering,
             rng: SplitMix64::new(setup.seed ^ 0xABCD),
@@ -435,6 +459,7 @@ impl Pair {
             node.port.free(frame);
         }
         node.engine.handle_timeout(now);
+        self.run_external_rue(side);
         self.run_ulp(side);
         // Frames out.
         let node = &mut self.nodes[side];
@@ -448,6 +473,31 @@ impl Pair {
         }
         node.port.tx_burst(now, &mut node.tx);
         assert!(node.tx.is_empty(), "loopback line full");
+    }
+
+    /// The loop's part with a RUE on another core: events out, the RUE's
+    /// turn (on its own core it would run meanwhile), results in.
+    fn run_external_rue(&mut self, side: usize) {
+        let Some((core, channels)) = &mut self.external_rue else {
+            return;
+        };
+        let (engine, channel) = (&mut self.nodes[side].engine, &mut channels[side]);
+        while let Some(event) = engine.poll_rue_event(
+            self.now,
+            channel.event_occupancy(),
+            channel.event_capacity(),
+        ) {
+            channel
+                .push(event)
+                .expect("admission keeps the queue from overflowing");
+        }
+        core.process(usize::MAX);
+        while let Some(result) = channel.pop() {
+            assert!(
+                engine.handle_rue_result(self.now, &result),
+                "result for a live connection"
+            );
+        }
     }
 
     fn run_ulp(&mut self, side: usize) {

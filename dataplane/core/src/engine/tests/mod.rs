@@ -9,6 +9,7 @@ mod flows;
 mod harness;
 mod load;
 mod rotation;
+mod rue_external;
 
 use core::time::Duration;
 
