@@ -80,6 +80,10 @@ pub struct DemoArgs {
     /// default 120].
     #[arg(long)]
     pub timeout: Option<f64>,
+    /// Run the RUE on its own thread, serving both nodes through one queue
+    /// pair each, instead of inline [rue.placement = "thread"].
+    #[arg(long)]
+    pub rue_thread: bool,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -247,3 +247,33 @@ fn print_config_prints_the_embedded_default_and_exits() {
         stderr(&o)
     );
 }
+
+/// `rue.placement = "thread"` (or `--rue-thread`): one RUE core on its own
+/// thread serves both engines through one queue pair each; the run still
+/// verifies every byte and Swift still answers.
+#[test]
+fn rue_on_its_own_thread_runs_and_verifies() {
+    let v = demo_json(&["--rue-thread", "--transactions", "3000"]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["rue_placement"], "thread");
+    // Results applied; the last event may still be at the RUE at the end.
+    let (events, results) = (
+        v["rue_events"].as_u64().unwrap(),
+        v["rue_results"].as_u64().unwrap(),
+    );
+    assert!(
+        results > 0 && results <= events && events - results <= 2,
+        "{v}"
+    );
+
+    let scratch = Scratch::new("rue-thread");
+    let path = scratch.file(
+        "thread.toml",
+        "[rue]\nplacement = \"thread\"\n[workload]\ntransactions = 500\n",
+    );
+    let v = demo_json(&["--config", &path]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["rue_placement"], "thread");
+    let err = refused("placement", "[rue]\nplacement = \"elsewhere\"\n");
+    assert!(err.contains("rue.placement"), "{err}");
+}

@@ -21,7 +21,9 @@ use falcon_core::seq::{Psn, Rsn};
 use psp::{MasterKey, MasterKeys, SecurityGlobals};
 use rue::{BypassConfig, DcqcnConfig, PlbConfig, ProfileConfig, Profiles, SwiftConfig};
 
-use super::schema::{DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, SwiftSection};
+use super::schema::{
+    DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, RuePlacement, SwiftSection,
+};
 use super::Origin;
 use crate::error::Result;
 
@@ -30,6 +32,9 @@ use crate::error::Result;
 pub struct Setup {
     pub initiator: EngineConfig,
     pub target: EngineConfig,
+    /// With `rue.placement = "thread"`: the profiles of the RUE core both
+    /// engines share (their `rue` is then `RueMode::External`).
+    pub rue_core: Option<Profiles>,
     pub pair: PairSpec,
     pub workload: Workload,
     pub faults: Faults,
@@ -59,7 +64,22 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
     let faults = faults(config, origin)?;
     let delivery = delivery(config, origin)?;
     let resources = resources(&config.resources, origin)?;
-    let rue = rue(config, origin)?;
+    let inline = rue(config, origin)?;
+    // On a thread, one RUE core holds both engines' connections: the
+    // initiator's slots first, then the target's.
+    let (rue_core, external) = match (config.rue.placement, &inline) {
+        (RuePlacement::Thread, RueMode::Profiles(profiles)) => (
+            Some(Profiles::clone(profiles)),
+            Some(EngineConfig::default().max_connections),
+        ),
+        _ => (None, None),
+    };
+    let rue_for = |side: u32| match external {
+        Some(slots) => RueMode::External {
+            id_base: side * slots,
+        },
+        None => inline.clone(),
+    };
     let pair = pair(config, origin)?;
     if config.initiator.ip.is_ipv4() != config.target.ip.is_ipv4() {
         return Err(origin.error(
@@ -87,11 +107,11 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         Ok(Some(config))
     };
     let seed = config.workload.seed;
-    let engine = |ip: IpAddr, mac, psp, seed| EngineConfig {
+    let engine = |ip: IpAddr, mac, psp, seed, side| EngineConfig {
         local_ip: ip,
         local_mac: mac,
         psp,
-        rue: rue.clone(),
+        rue: rue_for(side),
         delivery: delivery.clone(),
         resources,
         seed,
@@ -102,12 +122,14 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         config.initiator.mac.0,
         psp_config(&psp.initiator_master_key_0, &psp.initiator_master_key_1)?,
         seed,
+        0,
     );
     let target = engine(
         config.target.ip,
         config.target.mac.0,
         psp_config(&psp.target_master_key_0, &psp.target_master_key_1)?,
         seed ^ 1,
+        1,
     );
     for engine in [&initiator, &target] {
         engine.validate().map_err(|e| origin.engine_error(e))?;
@@ -116,6 +138,7 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
     Ok(Setup {
         initiator,
         target,
+        rue_core,
         pair,
         workload,
         faults,

@@ -77,6 +77,7 @@ impl EffectiveConfig {
         set("faults.loss", "--loss", args.loss.is_some());
         set("faults.reorder", "--reorder", args.reorder.is_some());
         set("faults.duplicate", "--duplicate", args.duplicate.is_some());
+        set("rue.placement", "--rue-thread", args.rue_thread);
         w.transactions = args.transactions.unwrap_or(w.transactions);
         w.depth = args.depth.unwrap_or(w.depth);
         w.push_fraction = args.push_fraction.unwrap_or(w.push_fraction);
@@ -85,6 +86,9 @@ impl EffectiveConfig {
         f.loss = args.loss.unwrap_or(f.loss);
         f.reorder = args.reorder.unwrap_or(f.reorder);
         f.duplicate = args.duplicate.unwrap_or(f.duplicate);
+        if args.rue_thread {
+            config.rue.placement = schema::RuePlacement::Thread;
+        }
         Ok(EffectiveConfig { config, origin })
     }
 

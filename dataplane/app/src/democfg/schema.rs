@@ -239,12 +239,25 @@ impl Default for ResourcesSection {
     }
 }
 
-/// The rate update engine run inline in each node.
+/// The rate update engine of the two nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RueSection {
     pub algorithm: RueAlgorithm,
+    pub placement: RuePlacement,
     pub swift: SwiftSection,
+}
+
+/// Where the RUE runs (DESIGN.md §3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuePlacement {
+    /// In each engine's loop (`RueMode::Profiles`).
+    #[default]
+    Inline,
+    /// One RUE core on its own thread serving both engines through one
+    /// event/result queue pair each (`RueMode::External`).
+    Thread,
 }
 
 /// The main Swift tunables ([`SwiftConfig`]; the rest keep their defaults).
