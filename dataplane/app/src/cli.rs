@@ -80,6 +80,11 @@ pub struct DemoArgs {
     /// default 120].
     #[arg(long)]
     pub timeout: Option<f64>,
+    /// Rotate the PSP master keys of both nodes and rekey the connection
+    /// every N completed transactions, live [psp.rotate_every_transactions,
+    /// default 0 = never].
+    #[arg(long, value_name = "N")]
+    pub rotate_keys_every: Option<u64>,
     /// Run the RUE on its own thread, serving both nodes through one queue
     /// pair each, instead of inline [rue.placement = "thread"].
     #[arg(long)]

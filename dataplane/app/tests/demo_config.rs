@@ -277,3 +277,23 @@ fn rue_on_its_own_thread_runs_and_verifies() {
     let err = refused("placement", "[rue]\nplacement = \"elsewhere\"\n");
     assert!(err.contains("rue.placement"), "{err}");
 }
+
+/// Live key rotation (`--rotate-keys-every`, psp.rotate_every_transactions):
+/// even rotating after every few completions, every transaction completes
+/// and verifies; frames sealed under a key a double rotation evicted are
+/// dropped by name and retransmitted.
+#[test]
+fn live_key_rotation_keeps_every_transaction() {
+    let v = demo_json(&["--rotate-keys-every", "3", "--transactions", "2000"]);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["transactions"], 2000);
+    let rotations = v["key_rotations"].as_u64().unwrap();
+    // At most one rotation per loop turn, so fewer when turns complete many.
+    assert!((100..=667).contains(&rotations), "{v}");
+
+    let err = refused(
+        "rotate-plain",
+        "[psp]\nenabled = false\nrotate_every_transactions = 10\n",
+    );
+    assert!(err.contains("psp.rotate_every_transactions"), "{err}");
+}

@@ -23,7 +23,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use falcon_core::engine::{connect, ConnectionHandle, Engine};
+use falcon_core::engine::{connect, rekey_pair, ConnectionHandle, Engine};
 use falcon_core::port::{FaultInjector, Loopback, LoopbackConfig, PacketBuf, Port};
 use falcon_core::random::{Random, SplitMix64};
 use falcon_core::time::Timestamp;
@@ -71,6 +71,8 @@ pub struct Report {
     pub retransmissions_timeout: u64,
     pub retransmissions_early: u64,
     pub resyncs: u64,
+    /// Live PSP key rotations of both nodes (`--rotate-keys-every`).
+    pub key_rotations: u64,
     pub drops: HashMap<String, u64>,
     pub rue_events: u64,
     pub rue_results: u64,
@@ -169,6 +171,11 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     let mut completed: u64 = 0;
     let mut xoff = false;
     let deadline = start + workload.timeout;
+    let mut rotations: u64 = 0;
+    let mut next_rotation = match setup.rotate_every {
+        0 => u64::MAX,
+        every => every,
+    };
     let mut last_progress = Instant::now();
 
     while completed < workload.transactions {
@@ -304,6 +311,16 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
             port.tx_burst(now, tx);
         }
 
+        if completed >= next_rotation {
+            next_rotation = next_rotation.saturating_add(setup.rotate_every);
+            rotations += 1;
+            let keys = (workload.seed, rotations);
+            if let Err(e) = rotate_keys(&mut initiator, &mut target, (conn_i, conn_t), &setup, keys)
+            {
+                failures.push(format!("key rotation {rotations}: {e}"));
+            }
+        }
+
         if !failures.is_empty() && failures.len() >= 20 {
             break;
         }
@@ -331,6 +348,34 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     failures.truncate(20);
     report.failure_reasons = failures;
     Ok(report)
+}
+
+/// One live key rotation of both nodes, the connection manager's steps of
+/// OCP Falcon 0.9 §9.2.2.3: the previous rotation retired and ended (steps
+/// 4–5: the peers switched when it began), a fresh master key (step 1), new
+/// SPIs both ways and the peers' TX SAs switched (steps 2–3). The fresh keys
+/// come from the seed and the rotation's number: a demo's keys; a real
+/// connection manager draws them from a CSPRNG.
+fn rotate_keys(
+    initiator: &mut Engine,
+    target: &mut Engine,
+    connections: (ConnectionHandle, ConnectionHandle),
+    setup: &crate::democfg::build::Setup,
+    (seed, rotation): (u64, u64),
+) -> std::result::Result<(), falcon_core::engine::RotationError> {
+    for (side, engine) in [initiator as &mut Engine, target].into_iter().enumerate() {
+        if engine.key_generation().is_some_and(|(_, open)| open) {
+            engine.retire_previous_spis();
+            engine.end_key_rotation()?;
+        }
+        let mut rng = SplitMix64::new(seed ^ rotation.rotate_left(17) ^ side as u64);
+        let mut key = [0u8; 32];
+        for chunk in key.chunks_exact_mut(8) {
+            chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        engine.begin_key_rotation(psp::MasterKey::new(key))?;
+    }
+    rekey_pair(initiator, target, connections, setup.pair.version)
 }
 
 /// A datapath loop's side of a RUE on another thread: admitted events into
@@ -457,6 +502,7 @@ impl Report {
             retransmissions_timeout: 0,
             retransmissions_early: 0,
             resyncs: 0,
+            key_rotations: 0,
             drops: HashMap::new(),
             rue_events: 0,
             rue_results: 0,
@@ -492,6 +538,7 @@ impl Report {
         self.retransmissions_timeout = a.retransmissions_timeout + b.retransmissions_timeout;
         self.retransmissions_early = a.retransmissions_early + b.retransmissions_early;
         self.resyncs = a.resyncs + b.resyncs;
+        self.key_rotations = a.key_rotations;
         let mut drops = a.drops.clone();
         drops.merge(&b.drops);
         self.drops = drops
@@ -574,6 +621,12 @@ pub fn print_text(r: &Report) {
         r.resyncs,
         r.frames
     );
+    if r.key_rotations > 0 {
+        println!(
+            "  PSP           {} live key rotations of both nodes (new master keys, new SPIs both ways)",
+            r.key_rotations
+        );
+    }
     let mut drops: Vec<_> = r.drops.iter().collect();
     drops.sort();
     let drops: Vec<String> = drops.iter().map(|(k, v)| format!("{v} {k}")).collect();

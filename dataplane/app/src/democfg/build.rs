@@ -35,6 +35,9 @@ pub struct Setup {
     /// With `rue.placement = "thread"`: the profiles of the RUE core both
     /// engines share (their `rue` is then `RueMode::External`).
     pub rue_core: Option<Profiles>,
+    /// Rotate the PSP keys every this many completed transactions (0:
+    /// never; only with PSP on).
+    pub rotate_every: u64,
     pub pair: PairSpec,
     pub workload: Workload,
     pub faults: Faults,
@@ -135,10 +138,18 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         engine.validate().map_err(|e| origin.engine_error(e))?;
     }
     let workload = workload(config, initiator.max_payload(), origin)?;
+    let rotate_every = config.psp.rotate_every_transactions;
+    if rotate_every > 0 && !config.psp.enabled {
+        return Err(origin.error(
+            "psp.rotate_every_transactions",
+            "key rotation needs psp.enabled = true",
+        ));
+    }
     Ok(Setup {
         initiator,
         target,
         rue_core,
+        rotate_every,
         pair,
         workload,
         faults,

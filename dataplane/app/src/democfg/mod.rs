@@ -78,6 +78,11 @@ impl EffectiveConfig {
         set("faults.reorder", "--reorder", args.reorder.is_some());
         set("faults.duplicate", "--duplicate", args.duplicate.is_some());
         set("rue.placement", "--rue-thread", args.rue_thread);
+        set(
+            "psp.rotate_every_transactions",
+            "--rotate-keys-every",
+            args.rotate_keys_every.is_some(),
+        );
         w.transactions = args.transactions.unwrap_or(w.transactions);
         w.depth = args.depth.unwrap_or(w.depth);
         w.push_fraction = args.push_fraction.unwrap_or(w.push_fraction);
@@ -86,6 +91,9 @@ impl EffectiveConfig {
         f.loss = args.loss.unwrap_or(f.loss);
         f.reorder = args.reorder.unwrap_or(f.reorder);
         f.duplicate = args.duplicate.unwrap_or(f.duplicate);
+        if let Some(n) = args.rotate_keys_every {
+            config.psp.rotate_every_transactions = n;
+        }
         if args.rue_thread {
             config.rue.placement = schema::RuePlacement::Thread;
         }

@@ -89,6 +89,9 @@ pub struct PspSection {
     pub initiator_master_key_1: KeyHex,
     pub target_master_key_0: KeyHex,
     pub target_master_key_1: KeyHex,
+    /// Rotate both nodes' master keys and rekey the connection every this
+    /// many completed transactions (0: never).
+    pub rotate_every_transactions: u64,
 }
 
 impl Default for PspSection {
@@ -105,6 +108,7 @@ impl Default for PspSection {
             initiator_master_key_1: key(0x11 ^ 0xff),
             target_master_key_0: key(0x22),
             target_master_key_1: key(0x22 ^ 0xff),
+            rotate_every_transactions: 0,
         }
     }
 }
