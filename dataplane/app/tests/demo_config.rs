@@ -3,55 +3,13 @@
 //! and the errors a user meets (exit 2, naming the file, the line and the
 //! key).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
 
 use falcon::democfg::{self, DemoConfig, Origin};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_falcon");
-
-/// A scratch directory per test, removed at the end.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("falcon-democfg-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    /// Writes `text` to `name` in the directory and returns its path.
-    fn file(&self, name: &str, text: &str) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn falcon(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .expect("run falcon")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{falcon, repo_root, stderr, Scratch};
 
 /// A short `falcon demo --json` run: the report.
 fn demo_json(args: &[&str]) -> Value {
@@ -65,7 +23,7 @@ fn demo_json(args: &[&str]) -> Value {
 /// `falcon demo --config FILE` with a file holding `text`: must exit 2;
 /// returns stderr.
 fn refused(name: &str, text: &str) -> String {
-    let scratch = Scratch::new(name);
+    let scratch = Scratch::new("democfg", name);
     let path = scratch.file("demo.toml", text);
     let o = falcon(&["demo", "--config", &path, "--transactions", "10"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -101,7 +59,7 @@ fn every_config_file_parses_builds_and_demo_toml_is_the_embedded_default() {
 
 #[test]
 fn unordered_connection_with_custom_cids_runs_and_verifies() {
-    let scratch = Scratch::new("unordered");
+    let scratch = Scratch::new("democfg", "unordered");
     let path = scratch.file(
         "unordered.toml",
         "[connection]\n\
@@ -189,7 +147,7 @@ fn engine_refused_values_exit_2_naming_key() {
 
 #[test]
 fn flags_override_file_values() {
-    let scratch = Scratch::new("flags");
+    let scratch = Scratch::new("democfg", "flags");
     // Unusable in the file; the flags replace both values.
     let path = scratch.file(
         "flags.toml",
@@ -237,7 +195,7 @@ fn print_config_prints_the_embedded_default_and_exits() {
     let printed: DemoConfig = toml::from_str(&text).unwrap();
     assert_eq!(printed, DemoConfig::default());
     // Refused values are refused before printing.
-    let scratch = Scratch::new("print");
+    let scratch = Scratch::new("democfg", "print");
     let path = scratch.file("bad.toml", "[delivery]\ntx_window = 0\n");
     let o = falcon(&["demo", "--config", &path, "--print-config"]);
     assert_eq!(o.status.code(), Some(2));
@@ -266,7 +224,7 @@ fn rue_on_its_own_thread_runs_and_verifies() {
         "{v}"
     );
 
-    let scratch = Scratch::new("rue-thread");
+    let scratch = Scratch::new("democfg", "rue-thread");
     let path = scratch.file(
         "thread.toml",
         "[rue]\nplacement = \"thread\"\n[workload]\ntransactions = 500\n",

@@ -2,54 +2,21 @@
 //! files, compared byte for byte with the google/psp reference outputs
 //! (spec/psp.md §6.3, Appendix A), plus the error paths a user meets.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 use std::time::Duration;
 
 use falcon::pcapio::{self, Frame};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_falcon");
-
-/// A scratch directory per test, removed at the end.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("falcon-tools-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn falcon(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .expect("run falcon")
-}
+mod common;
+use common::{falcon, repo_root, stderr, Scratch};
 
 /// `falcon psp encrypt|decrypt -c CFG -i IN -o OUT EXTRA...`.
 fn psp_tool(action: &str, cfg: &str, input: &str, output: &str, extra: &[&str]) -> Output {
     let mut args = vec!["psp", action, "-c", cfg, "-i", input, "-o", output];
     args.extend_from_slice(extra);
     falcon(&args)
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn config(name: &str) -> String {
@@ -101,13 +68,9 @@ fn read_frames(path: &Path) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 #[test]
 fn encrypt_matches_reference_frames_and_decrypt_restores_cleartext() {
-    let s = Scratch::new("ref");
+    let s = Scratch::new("tools", "ref");
     let clear = s.path("cleartext.pcap");
     write_pcap(&clear, &[reference_cleartext()]);
     for (cfg, expect) in [
@@ -170,7 +133,7 @@ fn encrypt_matches_reference_frames_and_decrypt_restores_cleartext() {
 
 #[test]
 fn tunnel_mode_round_trips_and_counts_skips() {
-    let s = Scratch::new("tunnel");
+    let s = Scratch::new("tools", "tunnel");
     let clear = s.path("cleartext.pcap");
     let not_ip = {
         let mut f = vec![0u8; 60];
@@ -224,7 +187,7 @@ fn tunnel_mode_round_trips_and_counts_skips() {
 
 #[test]
 fn forced_error_fails_authentication_with_exit_1() {
-    let s = Scratch::new("err");
+    let s = Scratch::new("tools", "err");
     let clear = s.path("cleartext.pcap");
     write_pcap(&clear, &[reference_cleartext()]);
     let enc = s.path("enc.pcap");
@@ -254,7 +217,7 @@ fn forced_error_fails_authentication_with_exit_1() {
 
 #[test]
 fn bad_inputs_name_the_file_and_key_and_exit_2() {
-    let s = Scratch::new("bad");
+    let s = Scratch::new("tools", "bad");
     let cfg = s.path("bad.cfg");
     let text = std::fs::read_to_string(config("encrypt_transport_crypt_off_128.cfg")).unwrap();
     std::fs::write(&cfg, text.replace("\ntransport\n", "\ntransprot\n")).unwrap();
@@ -313,7 +276,7 @@ fn decode_json(file: &Path, keys: bool) -> Vec<Value> {
 
 #[test]
 fn decode_shows_every_falcon_type_with_keys_and_the_clear_part_without() {
-    let s = Scratch::new("decode");
+    let s = Scratch::new("tools", "decode");
     let sample = s.path("sample.pcap");
     let o = falcon(&["pcap", "sample", "-o", sample.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -370,7 +333,7 @@ fn decode_shows_every_falcon_type_with_keys_and_the_clear_part_without() {
 
 #[test]
 fn decode_counts_tampered_and_malformed_packets_and_goes_on() {
-    let s = Scratch::new("tamper");
+    let s = Scratch::new("tools", "tamper");
     let sample = s.path("sample.pcap");
     assert!(falcon(&["pcap", "sample", "-o", sample.to_str().unwrap()])
         .status
