@@ -35,6 +35,14 @@ use crate::democfg::schema::{Ordering, PspVersion, RuePlacement};
 use crate::democfg::EffectiveConfig;
 use crate::error::{AppError, Result};
 
+/// Shortest time between two key rotations. Each rotation first retires
+/// the previous one's SPIs (steps 4–5, "after a few RTTs", OCP Falcon 0.9
+/// §9.2.2.3), so a frame sealed just before a rotation has this long to
+/// arrive: ≫ the loopback's RTT and reordering hold. (Rotating at every loop
+/// turn retired SPIs faster than frames arrived: a loaded CI run saw pulls
+/// time out.)
+const MIN_ROTATION_INTERVAL: Duration = Duration::from_millis(1);
+
 /// Frames per `rx_burst`, as the DPDK loop.
 const BURST: usize = 32;
 /// The ULP header: the transaction's tag.
@@ -172,6 +180,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     let mut xoff = false;
     let deadline = start + workload.timeout;
     let mut rotations: u64 = 0;
+    let mut last_rotation: Option<Timestamp> = None;
     let mut next_rotation = match setup.rotate_every {
         0 => u64::MAX,
         every => every,
@@ -311,8 +320,11 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
             port.tx_burst(now, tx);
         }
 
-        if completed >= next_rotation {
-            next_rotation = next_rotation.saturating_add(setup.rotate_every);
+        if completed >= next_rotation
+            && last_rotation.map_or(true, |t| now >= t + MIN_ROTATION_INTERVAL)
+        {
+            last_rotation = Some(now);
+            next_rotation = completed.saturating_add(setup.rotate_every);
             rotations += 1;
             let keys = (workload.seed, rotations);
             if let Err(e) = rotate_keys(&mut initiator, &mut target, (conn_i, conn_t), &setup, keys)
