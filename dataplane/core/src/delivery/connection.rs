@@ -505,6 +505,19 @@ impl DeliveryConnection {
         self.events.pop_front()
     }
 
+    /// Whether [`poll_event`](Self::poll_event) has an event.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Whether [`poll_rue_event`](Self::poll_rue_event) may return an event:
+    /// one is pending and none is outstanding (its admission is not checked).
+    #[inline]
+    pub fn may_poll_rue_event(&self) -> bool {
+        self.failed.is_none() && self.rue.is_pending() && !self.rue.is_outstanding()
+    }
+
     /// The next RUE event, if one is pending and admitted given the RUE
     /// event queue's occupancy and capacity (spec/falcon.md §7.7).
     pub fn poll_rue_event(

@@ -745,18 +745,32 @@ impl Engine {
     }
 
     /// End of every top-level call: run the RUE on what was queued, tell
-    /// waiting ULPs Xon, refresh the buffer level.
-    #[inline]
+    /// waiting ULPs Xon, refresh the buffer level. Only the two checks are
+    /// inline: as one out-of-line function it cost ~49 instructions a call,
+    /// ~40 of them saving and restoring the registers its inlined bodies
+    /// needed. With the same split of `drain_delivery_events` and
+    /// `rue_offer`: 6,481 → 6,357 instructions per transaction (callgrind,
+    /// `push64_psp_profile`).
+    #[inline(always)]
     fn finish(&mut self, now: Timestamp) {
-        self.rue_service(now);
-        if self.shared.released {
-            self.shared.released = false;
-            self.check_xon();
-            let r = &self.shared.resources;
-            let [packets, cells] = &mut self.buffer_level.pools;
-            packets.update(r.used(Credit::NetReqPktRx));
-            cells.update(r.used(Credit::NetReqBufRx));
+        if self.rue.as_ref().is_some_and(|rue| rue.pending) {
+            self.rue_service(now);
         }
+        if self.shared.released {
+            self.after_release();
+        }
+    }
+
+    /// Resources came back: Xon to the ULPs that wait for them, and the
+    /// buffer level's new occupancy sample (§10.2).
+    #[inline(never)]
+    fn after_release(&mut self) {
+        self.shared.released = false;
+        self.check_xon();
+        let r = &self.shared.resources;
+        let [packets, cells] = &mut self.buffer_level.pools;
+        packets.update(r.used(Credit::NetReqPktRx));
+        cells.update(r.used(Credit::NetReqBufRx));
     }
 
     fn check_xon(&mut self) {

@@ -55,7 +55,21 @@ impl Engine {
 
     /// Inline: queues the connection's pending CC event, if its admission
     /// allows. External: lists the connection for [`poll_rue_event`](Self::poll_rue_event).
+    /// Runs after every input; only the check that an inline RUE has
+    /// nothing to take is inline (see [`Engine::drain_delivery_events`]).
+    #[inline(always)]
     pub(super) fn rue_offer(&mut self, slot: u32, now: Timestamp) {
+        let Some(conn) = self.connections[slot as usize].as_ref() else {
+            return;
+        };
+        if self.rue_external.is_some() || (self.rue.is_some() && conn.delivery.may_poll_rue_event())
+        {
+            self.offer_rue_event(slot, now);
+        }
+    }
+
+    #[inline(never)]
+    fn offer_rue_event(&mut self, slot: u32, now: Timestamp) {
         let Some(conn) = self.connections[slot as usize].as_mut() else {
             return;
         };
@@ -85,6 +99,7 @@ impl Engine {
     }
 
     /// Inline: runs the RUE on the queued events and applies the results.
+    #[inline(never)]
     pub(super) fn rue_service(&mut self, now: Timestamp) {
         for _ in 0..ROUNDS {
             let Some(rue) = &mut self.rue else {

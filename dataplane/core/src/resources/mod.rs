@@ -655,19 +655,22 @@ impl Resources {
             // lanes decides, and only a refusal takes the checks below to
             // name its shortage (callgrind, with the commit: ~160 → ~100
             // instructions a submit).
-            let mut fits = true;
+            let mut over = false;
             for (i, &lane) in ULP_LANES.iter().enumerate() {
                 // Over all eight u32 lanes (the two network ones masked out),
                 // branch-free; a sum below its addend wrapped, which the u64
-                // checks below count as over any limit.
+                // checks below count as over any limit. Non-short-circuit
+                // `&`/`|` so the lanes vectorize (callgrind,
+                // `push64_psp_profile`: `Engine::submit` ~288 → ~267
+                // instructions).
                 let in_set = lane != 0;
                 let units = demand.units[i] & lane;
                 let connection = account.credits.used[i].wrapping_add(units);
                 let global = self.used[i].wrapping_add(units);
-                fits &= !in_set || (connection >= units && connection <= account.credits.limit[i]);
-                fits &= units == 0 || (global >= units && global <= self.capacity[i]);
+                over |= in_set & ((connection < units) | (connection > account.credits.limit[i]));
+                over |= (units != 0) & ((global < units) | (global > self.capacity[i]));
             }
-            if fits {
+            if !over {
                 self.commit(account, demand);
                 return Ok(());
             }
