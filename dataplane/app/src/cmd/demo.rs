@@ -35,13 +35,33 @@ use crate::democfg::schema::{Ordering, PspVersion, RuePlacement};
 use crate::democfg::EffectiveConfig;
 use crate::error::{AppError, Result};
 
-/// Shortest time between two key rotations. Each rotation first retires
-/// the previous one's SPIs (steps 4–5, "after a few RTTs", OCP Falcon 0.9
+/// Shortest time between two key rotations, and the multiple of the
+/// connection's smoothed RTT it grows to. Each rotation first retires the
+/// previous one's SPIs (steps 4–5, "after a few RTTs", OCP Falcon 0.9
 /// §9.2.2.3), so a frame sealed just before a rotation has this long to
-/// arrive: ≫ the loopback's RTT and reordering hold. (Rotating at every loop
-/// turn retired SPIs faster than frames arrived: a loaded CI run saw pulls
-/// time out.)
+/// arrive. A fixed 1 ms was not enough in a debug build on a loaded
+/// machine: frames queued behind the 32-frame receive bursts for several
+/// loop turns outlived two rotations, every drop cut Swift's window, and
+/// pulls timed out; the smoothed RTT includes that queueing.
 const MIN_ROTATION_INTERVAL: Duration = Duration::from_millis(1);
+const ROTATION_RTTS: u32 = 8;
+
+/// When the next key rotation may begin after the last one.
+fn rotation_interval(
+    initiator: &Engine,
+    conn_i: ConnectionHandle,
+    target: &Engine,
+    conn_t: ConnectionHandle,
+) -> Duration {
+    let srtt = |engine: &Engine, conn| {
+        engine
+            .connection_snapshot(conn)
+            .and_then(|s| s.rtt.smoothed)
+            .unwrap_or(Duration::ZERO)
+    };
+    let rtt = srtt(initiator, conn_i).max(srtt(target, conn_t));
+    MIN_ROTATION_INTERVAL.max(rtt * ROTATION_RTTS)
+}
 
 /// Frames per `rx_burst`, as the DPDK loop.
 const BURST: usize = 32;
@@ -321,7 +341,9 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
         }
 
         if completed >= next_rotation
-            && last_rotation.map_or(true, |t| now >= t + MIN_ROTATION_INTERVAL)
+            && last_rotation.map_or(true, |t| {
+                now >= t + rotation_interval(&initiator, conn_i, &target, conn_t)
+            })
         {
             last_rotation = Some(now);
             next_rotation = completed.saturating_add(setup.rotate_every);

@@ -124,6 +124,8 @@ pub struct Demand {
 /// NetReqBufRx), in [`Credit::ALL`] order.
 pub(crate) const TX_LANES: [u32; 8] = [!0, !0, 0, 0, !0, !0, 0, 0];
 pub(crate) const RX_LANES: [u32; 8] = [0, 0, !0, !0, 0, 0, !0, !0];
+/// Lane mask of every credit (the Tx and Rx parts together).
+pub(crate) const ALL_LANES: [u32; 8] = [!0; 8];
 /// Lane mask of the ULP regions' credits ([`ULP_CREDITS`]).
 const ULP_LANES: [u32; 8] = [!0, !0, !0, !0, !0, !0, 0, 0];
 
