@@ -254,9 +254,9 @@ fn engine_loop(size: usize, with_psp: bool, duration: Duration) -> Result<LoopRu
     })
 }
 
-/// Seal + open pairs per second of one Push Data packet of `size` payload
-/// bytes, PSP as the engine does it (TX SA with IV clock; SA database).
-fn crypto_bound(size: usize, duration: Duration) -> Result<f64> {
+/// The crypto bounds' SAs, as the engine's: a receive SA database and the
+/// TX SA of one of its SPIs (`ring`, AES-GCM-128).
+fn crypto_sas() -> Result<(SaDatabase, TxSa)> {
     let keys = MasterKeys {
         k0: MasterKey::new([5; 32]),
         k1: MasterKey::new([6; 32]),
@@ -265,8 +265,15 @@ fn crypto_bound(size: usize, duration: Duration) -> Result<f64> {
     let (spi, key) = db
         .allocate_spi(Version::Aes128Gcm)
         .map_err(|e| AppError::Failed(format!("SPI: {e}")))?;
-    let mut tx = TxSa::new(Backend::Ring, &key, TxSaConfig::falcon(spi, None))
+    let tx = TxSa::new(Backend::Ring, &key, TxSaConfig::falcon(spi, None))
         .map_err(|e| AppError::Failed(format!("TX SA: {e}")))?;
+    Ok((db, tx))
+}
+
+/// Seal + open pairs per second of one Push Data packet of `size` payload
+/// bytes, PSP as the engine does it (TX SA with IV clock; SA database).
+fn crypto_bound(size: usize, duration: Duration) -> Result<f64> {
+    let (mut db, mut tx) = crypto_sas()?;
     let falcon_len = PUSH_HEADER + size;
     let mut buf = vec![0x3Cu8; tx.header_len() + falcon_len + ICV_LEN];
     let len = buf.len();
@@ -291,16 +298,7 @@ fn crypto_bound(size: usize, duration: Duration) -> Result<f64> {
 /// engine's transmit path does with the outstanding transactions), seals
 /// the frame and opens it.
 fn copy_crypto_floor(size: usize, duration: Duration) -> Result<f64> {
-    let keys = MasterKeys {
-        k0: MasterKey::new([5; 32]),
-        k1: MasterKey::new([6; 32]),
-    };
-    let mut db = SaDatabase::new(Backend::Ring, keys, 16);
-    let (spi, key) = db
-        .allocate_spi(Version::Aes128Gcm)
-        .map_err(|e| AppError::Failed(format!("SPI: {e}")))?;
-    let mut tx = TxSa::new(Backend::Ring, &key, TxSaConfig::falcon(spi, None))
-        .map_err(|e| AppError::Failed(format!("TX SA: {e}")))?;
+    let (mut db, mut tx) = crypto_sas()?;
     let falcon_len = PUSH_HEADER + size;
     let len = tx.header_len() + falcon_len + ICV_LEN;
     let payload_at = tx.header_len() + PUSH_HEADER;
