@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec};
-use falcon_core::port::{Loopback, LoopbackConfig, PacketBuf, Port};
+use falcon_core::port::{Loopback, LoopbackConfig};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent};
 use falcon_core::wire::frame::{FrameRepr, IpFields, UdpChecksum, PSP_UDP_PORT};
@@ -157,11 +157,7 @@ fn run_traffic(
             break;
         }
         for (engine, port, conn) in [(&mut *a, &mut pa, ca), (&mut *b, &mut pb, cb)] {
-            port.rx_burst(now, &mut rx, 32);
-            for mut f in rx.drain(..) {
-                engine.handle_packet(now, f.data_mut());
-                port.free(f);
-            }
+            engine.receive_burst(now, port, &mut rx, 32);
             engine.handle_timeout(now);
             while let Some(ev) = engine.poll_event() {
                 match ev {
@@ -182,15 +178,7 @@ fn run_traffic(
                     UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                 }
             }
-            while let Some(mut buf) = port.alloc() {
-                let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else {
-                    port.free(buf);
-                    break;
-                };
-                buf.set_len(len);
-                tx.push(buf);
-            }
-            port.tx_burst(now, &mut tx);
+            engine.transmit_burst(now, port, &mut tx);
         }
         now = now + Duration::from_micros(50);
     }

@@ -47,7 +47,7 @@
 use std::time::{Duration, Instant};
 
 use falcon_core::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
-use falcon_core::port::{Loopback, LoopbackConfig, PacketBuf, Port};
+use falcon_core::port::{Loopback, LoopbackConfig};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{CompletionStatus, Transaction, TransactionKind, UlpEvent};
 use falcon_core::wire::EthernetAddress;
@@ -188,11 +188,7 @@ fn engine_loop(size: usize, with_psp: bool, duration: Duration) -> Result<LoopRu
             }
         }
         for (engine, port, conn) in [(&mut a, &mut pa, ca), (&mut b, &mut pb, cb)] {
-            port.rx_burst(now, &mut rx, BURST);
-            for mut frame in rx.drain(..) {
-                engine.handle_packet(now, frame.data_mut());
-                port.free(frame);
-            }
+            engine.receive_burst(now, port, &mut rx, BURST);
             if engine.poll_timeout().is_some_and(|t| t <= now) {
                 engine.handle_timeout(now);
             }
@@ -228,15 +224,7 @@ fn engine_loop(size: usize, with_psp: bool, duration: Duration) -> Result<LoopRu
                     UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                 }
             }
-            while let Some(mut buf) = port.alloc() {
-                let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else {
-                    port.free(buf);
-                    break;
-                };
-                buf.set_len(len);
-                tx.push(buf);
-            }
-            port.tx_burst(now, &mut tx);
+            engine.transmit_burst(now, port, &mut tx);
         }
     }
     let (t0, c0) = measure_from.unwrap_or((start, 0));

@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use falcon_core::engine::{connect, rekey_pair, ConnectionHandle, Engine};
-use falcon_core::port::{FaultInjector, Loopback, LoopbackConfig, PacketBuf, Port};
+use falcon_core::port::{FaultInjector, Loopback, LoopbackConfig};
 use falcon_core::random::{Random, SplitMix64};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{CompletionStatus, Transaction, TransactionKind, UlpEvent};
@@ -262,11 +262,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
                 Side::Initiator => (&mut initiator, &mut port_i, &mut tx_i, conn_i),
                 Side::Target => (&mut target, &mut port_t, &mut tx_t, conn_t),
             };
-            port.rx_burst(now, &mut rx, BURST);
-            for mut frame in rx.drain(..) {
-                engine.handle_packet(now, frame.data_mut());
-                port.free(frame);
-            }
+            engine.receive_burst(now, port, &mut rx, BURST);
             if engine.poll_timeout().is_some_and(|t| t <= now) {
                 engine.handle_timeout(now);
             }
@@ -329,15 +325,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
                     }
                 }
             }
-            while let Some(mut buf) = port.alloc() {
-                let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else {
-                    port.free(buf);
-                    break;
-                };
-                buf.set_len(len);
-                tx.push(buf);
-            }
-            port.tx_burst(now, tx);
+            engine.transmit_burst(now, port, tx);
         }
 
         if completed >= next_rotation

@@ -156,6 +156,7 @@
 
 mod cid;
 mod config;
+mod io;
 mod rotation;
 mod rue_inline;
 mod rx;

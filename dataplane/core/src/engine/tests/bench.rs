@@ -11,7 +11,7 @@ use std::time::Instant;
 use psp::{MasterKey, MasterKeys, Version};
 
 use crate::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
-use crate::port::{FrameBuf, Loopback, LoopbackConfig, PacketBuf, Port};
+use crate::port::{FrameBuf, Loopback, LoopbackConfig};
 use crate::time::Timestamp;
 use crate::transaction::{Transaction, TransactionKind, UlpEvent};
 
@@ -79,11 +79,7 @@ fn run(psp: bool, size: usize, transactions: u64) -> (f64, f64) {
             .into_iter()
             .enumerate()
         {
-            port.rx_burst(now, &mut rx, 64);
-            for mut f in rx.drain(..) {
-                engine.handle_packet(now, f.data_mut());
-                port.free(f);
-            }
+            engine.receive_burst(now, port, &mut rx, 64);
             engine.handle_timeout(now);
             lap(side * 3, &mut phase);
             while let Some(event) = engine.poll_event() {
@@ -101,15 +97,7 @@ fn run(psp: bool, size: usize, transactions: u64) -> (f64, f64) {
                 }
             }
             lap(side * 3 + 1, &mut phase);
-            while let Some(mut buf) = port.alloc() {
-                let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else {
-                    port.free(buf);
-                    break;
-                };
-                buf.set_len(len);
-                tx.push(buf);
-            }
-            port.tx_burst(now, &mut tx);
+            engine.transmit_burst(now, port, &mut tx);
             lap(side * 3 + 2, &mut phase);
         }
     }

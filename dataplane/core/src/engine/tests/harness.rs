@@ -13,9 +13,7 @@ use crate::engine::{
     connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig, RueMode,
 };
 use crate::ids::ConnectionId;
-use crate::port::{
-    FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort, PacketBuf, Port,
-};
+use crate::port::{FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort, Port};
 use crate::random::{Random, SplitMix64};
 use crate::resources::ResourceConfig;
 use crate::seq::Rsn;
@@ -453,25 +451,15 @@ impl Pair {
         }
         // Frames in.
         let node = &mut self.nodes[side];
-        node.port.rx_burst(now, &mut node.rx, usize::MAX);
-        for mut frame in node.rx.drain(..) {
-            node.engine.handle_packet(now, frame.data_mut());
-            node.port.free(frame);
-        }
+        node.engine
+            .receive_burst(now, &mut node.port, &mut node.rx, usize::MAX);
         node.engine.handle_timeout(now);
         self.run_external_rue(side);
         self.run_ulp(side);
         // Frames out.
         let node = &mut self.nodes[side];
-        while let Some(mut buf) = node.port.alloc() {
-            let Some(len) = node.engine.poll_transmit(now, buf.buffer_mut()) else {
-                node.port.free(buf);
-                break;
-            };
-            buf.set_len(len);
-            node.tx.push(buf);
-        }
-        node.port.tx_burst(now, &mut node.tx);
+        node.engine
+            .transmit_burst(now, &mut node.port, &mut node.tx);
         assert!(node.tx.is_empty(), "loopback line full");
     }
 
