@@ -446,4 +446,12 @@ fn bench_core_reports_engine_figures_against_crypto() {
     ] {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
+    // The ratios are medians of per-round ratios: inside their ranges.
+    assert_eq!(v["rounds"].as_u64(), Some(10), "{v}");
+    for name in ["loop4k", "push64"] {
+        let ratio = v[format!("{name}_ratio")].as_f64().unwrap();
+        let range = &v[format!("{name}_ratio_range")];
+        let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
+        assert!(0.0 < lo && lo <= ratio && ratio <= hi, "{name}: {v}");
+    }
 }

@@ -4,7 +4,8 @@
 //! `PHASES=1` prints ns per transaction for each phase of the loop,
 //! `WINDOW=n` caps transactions in flight (default 128), `OFFLOAD=1` skips
 //! the IPv4/UDP checksum checks (as with a NIC that verifies them),
-//! `TXNS=n` sets the transactions of the `*_profile` runs (for callgrind).
+//! `TXNS=n` sets the transactions of the `*_profile` runs (for callgrind),
+//! `STATS=1` prints frames per transaction each way (how often ACKs go).
 
 use std::time::Instant;
 
@@ -111,6 +112,17 @@ fn run(psp: bool, size: usize, transactions: u64) -> (f64, f64) {
                 d.as_nanos() as f64 / transactions as f64
             );
         }
+    }
+    if std::env::var_os("STATS").is_some() {
+        let (sa, sb) = (a.stats(), b.stats());
+        eprintln!(
+            "  frames a→b {} b→a {} (acks {}), per txn: {:.3} / {:.3}",
+            sa.tx_frames,
+            sb.tx_frames,
+            sb.tx_acks,
+            sa.tx_frames as f64 / transactions as f64,
+            sb.tx_frames as f64 / transactions as f64
+        );
     }
     let secs = start.elapsed().as_secs_f64();
     let rate = transactions as f64 / secs;
