@@ -660,6 +660,14 @@ impl DeliveryConnection {
     /// the ACK part is discarded, §9.2.3).
     #[inline]
     pub(super) fn handle_piggyback(&mut self, header: &BaseHeader) -> Result<(), DropReason> {
+        // Nothing new, the usual case for a stream of requests: both bases
+        // already ours. Checked here, inline, before the out-of-line
+        // `acknowledge_bases` (~48 → ~8 instructions a data packet,
+        // callgrind, `push64_psp_profile`).
+        if header.request_bpsn == self.tx_request.base() && header.data_bpsn == self.tx_data.base()
+        {
+            return Ok(());
+        }
         if let Some(acked) = self.acknowledge_bases(header.request_bpsn, header.data_bpsn)? {
             self.rue.on_piggybacked_ack(acked);
         }
