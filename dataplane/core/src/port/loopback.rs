@@ -115,6 +115,12 @@ impl LoopbackPort {
         self.lock().stats[self.side]
     }
 
+    /// Buffers the pair has allocated so far (at most `pool_size`; each
+    /// is in a pool, in flight, or held by a user).
+    pub fn buffers_allocated(&self) -> usize {
+        self.lock().allocated
+    }
+
     /// Frames in flight towards this end.
     pub fn in_flight(&self) -> usize {
         self.lock().lines[1 - self.side].len()
