@@ -139,7 +139,6 @@ impl Engine {
     /// `Vec<u8>` (a [`Completion`](crate::transaction::Completion)'s), so
     /// the next received payload needs no allocation. A frame-backed
     /// payload's whole buffer becomes a spare for a later zero-copy receive.
-    #[inline]
     pub fn recycle(&mut self, buf: impl Into<Payload>) {
         self.shared.buffers.give(buf.into().into_buffer());
     }

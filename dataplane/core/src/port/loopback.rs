@@ -182,7 +182,10 @@ impl Port for LoopbackPort {
         }
     }
 
-    #[inline]
+    // Always inline: since `FrameBuf` holds a `Vec` (32 bytes, was a
+    // boxed slice) LLVM stopped inlining it into `receive_burst`, and its
+    // call cost ~17 instructions a frame (callgrind, push64_plain_profile).
+    #[inline(always)]
     fn free(&mut self, mut buf: FrameBuf) {
         buf.set_len(0);
         self.cache.push(buf);

@@ -22,19 +22,26 @@
 //! a list, returned ones are dropped).
 
 /// The free lists of payload vectors.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Buffers {
     /// Ordinary vectors, for copies.
     free: Vec<Vec<u8>>,
     /// Vectors of at least `frame_len` bytes' capacity, spares for frames.
     frames: Vec<Vec<u8>>,
-    /// Length of the last frame vector exchanged (0 before the first): a
-    /// returned vector this large is a frame spare.
+    /// Length of the last frame vector exchanged (`usize::MAX` before the
+    /// first): a returned vector this large is a frame spare.
     frame_len: usize,
     max_cached: usize,
     /// Vectors allocated because a free list was empty (copies and
     /// spares).
     pub allocated: u64,
+}
+
+impl Default for Buffers {
+    /// No cached vectors at all (`max_cached` 0).
+    fn default() -> Self {
+        Buffers::new(0)
+    }
 }
 
 impl Buffers {
@@ -43,7 +50,7 @@ impl Buffers {
         Buffers {
             free: Vec::new(),
             frames: Vec::new(),
-            frame_len: 0,
+            frame_len: usize::MAX,
             max_cached,
             allocated: 0,
         }
@@ -67,7 +74,6 @@ impl Buffers {
     /// Takes `frame` over, leaving a spare vector of the same length in its
     /// place (its bytes unspecified); returns the frame's vector. The spare
     /// comes from the frame list (allocated, zeroed, when it is empty).
-    #[inline]
     pub fn exchange(&mut self, frame: &mut Vec<u8>) -> Vec<u8> {
         let len = frame.len();
         self.frame_len = len;
@@ -99,7 +105,7 @@ impl Buffers {
     /// full: dropped).
     #[inline]
     pub fn give(&mut self, buf: Vec<u8>) {
-        if self.frame_len > 0 && buf.capacity() >= self.frame_len {
+        if buf.capacity() >= self.frame_len {
             if self.frames.len() < self.max_cached {
                 self.frames.push(buf);
             }
