@@ -35,8 +35,9 @@ use core::ops::{Deref, DerefMut, Range};
 /// below 512 B the saving is under 0.5 % and lost in the wall-time noise,
 /// while each payload the ULP holds would pin a whole frame buffer (9 KiB
 /// on the loopback, 18× a 512-byte payload and more below). From 512 B the
-/// gain is ≥ 1 % of instructions and grows with the size (wall time, 4 KiB
-/// PSP loop: +5–10 %).
+/// gain is ≥ 1 % of instructions and grows with the size; the 4 KiB PSP
+/// loop gains more in time than in instructions (~5 % more goodput in
+/// `falcon bench core`, 5–7 % less CPU time in the core bench loop).
 pub const ZERO_COPY_MIN_LEN: usize = 512;
 
 /// The payload of a request delivered to the target ULP
