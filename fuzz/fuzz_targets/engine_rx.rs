@@ -5,7 +5,9 @@
 //!
 //! Two engines: one with PSP (so frames die in the PSP stage unless they
 //! authenticate) and one without (so arbitrary Falcon headers reach the
-//! delivery and transaction layers of a connection).
+//! delivery and transaction layers of a connection). Frames alternate
+//! between `handle_packet` (a slice) and `handle_frame` (a heap buffer the
+//! engine may take over, with the declared length, which may overshoot).
 #![no_main]
 
 use falcon_core::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
@@ -38,11 +40,21 @@ fuzz_target!(|data: &[u8]| {
         let mut now = Timestamp::from_micros(2);
         // The input is a sequence of frames: [len:u16 BE][bytes]...
         let mut rest = data;
+        let mut index = 0u32;
         while rest.len() >= 2 {
-            let len = usize::from(u16::from_be_bytes([rest[0], rest[1]])).min(rest.len() - 2);
+            let declared = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
+            let len = declared.min(rest.len() - 2);
             let mut frame = rest[2..2 + len].to_vec();
             rest = &rest[2 + len..];
-            engine.handle_packet(now, &mut frame);
+            index += 1;
+            if index % 2 == 0 {
+                engine.handle_packet(now, &mut frame);
+            } else {
+                frame.resize(len.max(engine.max_frame_len()), 0);
+                let capacity = frame.len();
+                engine.handle_frame(now, &mut frame, declared);
+                assert_eq!(frame.len(), capacity, "a spare as long as the frame");
+            }
             now = now.saturating_add(core::time::Duration::from_micros(3));
             engine.handle_timeout(now);
             while engine.poll_event().is_some() {}

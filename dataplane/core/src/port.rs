@@ -7,6 +7,13 @@
 //! frame buffer trait [`PacketBuf`] with the heap-backed [`FrameBuf`], and
 //! [`PortCapabilities`]. Wrappers compose: [`FaultInjector`] wraps any port.
 //!
+//! A buffer that is a heap vector says so ([`PacketBuf::vec_mut`]): the
+//! engine then receives it with [`Engine::handle_frame`](crate::engine::Engine::handle_frame)
+//! and may exchange the vector for a spare of the same length instead of
+//! copying a large Push Data payload out of it (zero-copy receive,
+//! `transaction::payload`). The port's pool keeps its size: vectors
+//! circulate port → ULP → engine free list → port.
+//!
 //! A port never parses or builds Falcon packets and never reads a clock:
 //! `now` is passed in (the loopback releases frames by virtual time). The
 //! engine ([`crate::engine::Engine`]) never sees a port either: the loop
@@ -16,6 +23,7 @@
 //! loop {
 //!     port.rx_burst(now, &mut rx, 32);            // frames in
 //!     for buf in rx.drain(..) { engine.handle_packet(now, buf.data_mut()); port.free(buf); }
+//!     // (`Engine::receive_burst` does this, with `handle_frame` when it can.)
 //!     engine.handle_timeout(now);
 //!     while let Some(mut buf) = port.alloc() {     // frames out
 //!         let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else { port.free(buf); break };
@@ -54,6 +62,14 @@ pub trait PacketBuf {
     }
     /// Bytes the buffer can hold.
     fn capacity(&self) -> usize;
+    /// The buffer as a heap vector of its whole capacity (the frame is its
+    /// first [`len`](Self::len) bytes), for the engine to take over: it may
+    /// replace the vector with another of the same length, whose bytes are
+    /// unspecified (`Engine::handle_frame`). `None`, the default, for
+    /// buffers that are not heap vectors (a DPDK mbuf): the engine copies.
+    fn vec_mut(&mut self) -> Option<&mut Vec<u8>> {
+        None
+    }
 }
 
 /// What a port can do, for the loop to pick its path.
@@ -103,10 +119,16 @@ pub trait Port {
     }
 }
 
-/// A heap frame buffer: the loopback's (and the tests') [`PacketBuf`].
+/// A heap frame buffer: the loopback's (and the tests') [`PacketBuf`]. A
+/// vector of its whole capacity (length = capacity, every byte
+/// initialized) and the frame length within it; the vector is exposed
+/// ([`PacketBuf::vec_mut`]) for zero-copy receive.
 #[derive(Clone, PartialEq, Eq)]
 pub struct FrameBuf {
-    bytes: Box<[u8]>,
+    /// The whole buffer; `bytes.len()` is the capacity. Someone holding
+    /// `vec_mut` may swap in another vector: every accessor clamps `len`
+    /// to it.
+    bytes: Vec<u8>,
     len: usize,
 }
 
@@ -114,7 +136,7 @@ impl FrameBuf {
     /// An empty frame in a zeroed buffer of `capacity` bytes.
     pub fn new(capacity: usize) -> Self {
         FrameBuf {
-            bytes: vec![0u8; capacity].into_boxed_slice(),
+            bytes: vec![0u8; capacity],
             len: 0,
         }
     }
@@ -129,28 +151,39 @@ impl FrameBuf {
 }
 
 impl PacketBuf for FrameBuf {
+    #[inline]
     fn data(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        let len = self.len();
+        &self.bytes[..len]
     }
 
+    #[inline]
     fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.bytes[..self.len]
+        let len = self.len();
+        &mut self.bytes[..len]
     }
 
     fn buffer_mut(&mut self) -> &mut [u8] {
         &mut self.bytes
     }
 
+    #[inline]
     fn set_len(&mut self, len: usize) {
         self.len = len.min(self.bytes.len());
     }
 
+    #[inline]
     fn len(&self) -> usize {
-        self.len
+        self.len.min(self.bytes.len())
     }
 
     fn capacity(&self) -> usize {
         self.bytes.len()
+    }
+
+    #[inline]
+    fn vec_mut(&mut self) -> Option<&mut Vec<u8>> {
+        Some(&mut self.bytes)
     }
 }
 
@@ -178,5 +211,20 @@ mod tests {
         assert_eq!(buf.len(), 8);
         let copy = FrameBuf::from_frame(b"xyz", 2);
         assert_eq!((copy.data(), copy.capacity()), (&b"xyz"[..], 3));
+    }
+
+    #[test]
+    fn frame_buf_exposes_its_whole_vector_and_survives_a_swap() {
+        let mut buf = FrameBuf::from_frame(b"abcdef", 16);
+        let vec = buf.vec_mut().expect("heap buffer");
+        assert_eq!(vec.len(), 16, "the whole capacity");
+        // Swapping in a shorter vector (a misbehaving taker) clamps the
+        // frame rather than panicking.
+        *vec = vec![1, 2, 3];
+        assert_eq!(
+            (buf.len(), buf.data(), buf.capacity()),
+            (3, &[1, 2, 3][..], 3)
+        );
+        assert_eq!(buf.data_mut().len(), 3);
     }
 }

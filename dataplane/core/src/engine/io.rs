@@ -2,8 +2,9 @@
 //! (the demo, the benchmarks, the tests; the DPDK lcore later).
 //!
 //! Layer: engine, convenience over the sans-IO API — it moves buffers
-//! between a port and [`Engine::handle_packet`] / [`Engine::poll_transmit`]
-//! and nothing else; `now` still comes from the caller.
+//! between a port and [`Engine::handle_frame`] (or
+//! [`Engine::handle_packet`]) / [`Engine::poll_transmit`] and nothing else;
+//! `now` still comes from the caller.
 
 use crate::engine::Engine;
 use crate::port::{PacketBuf, Port};
@@ -11,9 +12,11 @@ use crate::time::Timestamp;
 
 impl Engine {
     /// Receives up to `max` frames from `port` and hands each to
-    /// [`handle_packet`](Self::handle_packet), freeing it after. `scratch`
-    /// is the caller's reusable burst vector (left empty). Returns how many
-    /// frames came in.
+    /// [`handle_frame`](Self::handle_frame) when its buffer is a heap vector
+    /// ([`PacketBuf::vec_mut`]; a large push's buffer is then exchanged for
+    /// a spare, not copied), else to [`handle_packet`](Self::handle_packet),
+    /// freeing it after. `scratch` is the caller's reusable burst vector
+    /// (left empty). Returns how many frames came in.
     pub fn receive_burst<P: Port>(
         &mut self,
         now: Timestamp,
@@ -23,7 +26,11 @@ impl Engine {
     ) -> usize {
         let n = port.rx_burst(now, scratch, max);
         for mut frame in scratch.drain(..) {
-            self.handle_packet(now, frame.data_mut());
+            let len = frame.len();
+            match frame.vec_mut() {
+                Some(vec) => self.handle_frame(now, vec, len),
+                None => self.handle_packet(now, frame.data_mut()),
+            }
             port.free(frame);
         }
         n

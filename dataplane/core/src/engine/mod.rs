@@ -7,11 +7,13 @@
 //! one timing wheel for every connection's deadlines; the connection
 //! scheduler; the PSP boundary (open + connection checks on receive, seal
 //! in place on transmit); the RUE run inline; resources; counters. It is
-//! sans-IO in the quinn-proto style: frames come in as byte slices and go
-//! out into the caller's buffers, time comes in as `now`, randomness from
-//! seeds in the config. It never reads a clock, never panics on packet
-//! input, and does not allocate per packet once warmed up (payload vectors
-//! circulate, see [`crate::transaction::ulp`]).
+//! sans-IO in the quinn-proto style: frames come in as byte slices (or
+//! heap vectors it may exchange, for zero-copy receive) and go out into the
+//! caller's buffers, time comes in as `now`, randomness from seeds in the
+//! config. It never reads a clock, never panics on packet input, and does
+//! not allocate per packet once warmed up (payload vectors and frame
+//! buffers circulate, see [`crate::transaction::ulp`] and
+//! [`crate::transaction::payload`]).
 //!
 //! # Methods, in quinn-proto's four kinds
 //!
@@ -19,7 +21,8 @@
 //!   [`connection_snapshot`](Engine::connection_snapshot),
 //!   [`connection`](Engine::connection), [`max_payload`](Engine::max_payload),
 //!   [`max_frame_len`](Engine::max_frame_len);
-//! * **inputs** `handle_*(now, …)`: [`handle_packet`](Engine::handle_packet),
+//! * **inputs** `handle_*(now, …)`: [`handle_packet`](Engine::handle_packet)
+//!   (or [`handle_frame`](Engine::handle_frame), zero-copy for large pushes),
 //!   [`handle_timeout`](Engine::handle_timeout), and with a RUE on another
 //!   core ([`RueMode::External`]) [`handle_rue_result`](Engine::handle_rue_result);
 //! * **commands**: setup ([`add_connection`](Engine::add_connection),
@@ -535,9 +538,23 @@ impl Engine {
         self.max_frame_len
     }
 
-    /// Payload vectors on the engine's free list.
+    /// Payload vectors on the engine's free lists (copies and frame
+    /// spares).
     pub fn cached_buffers(&self) -> usize {
         self.shared.buffers.cached()
+    }
+
+    /// Of those, frame spares (for zero-copy receive,
+    /// [`handle_frame`](Self::handle_frame)).
+    pub fn cached_frame_buffers(&self) -> usize {
+        self.shared.buffers.cached_frames()
+    }
+
+    /// Payload vectors the engine allocated because a free list was empty
+    /// (copies and frame spares): constant once warm with a ULP that
+    /// recycles.
+    pub fn allocated_buffers(&self) -> u64 {
+        self.shared.buffers.allocated
     }
 
     /// Units of `credit`'s region in use node-wide.

@@ -1,12 +1,16 @@
 //! The engine's receive path (DESIGN.md §3): frame → PSP → Falcon →
 //! connection → delivery sublayer → transaction sublayer.
 //!
-//! Layer: engine. Implements [`Engine::handle_packet`] and the dispatch of
-//! the delivery sublayer's events to the transaction sublayer. Every frame
+//! Layer: engine. Implements [`Engine::handle_packet`] and
+//! [`Engine::handle_frame`] (one receive path, generic over how the frame
+//! is held: [`RxFrame`]) and the dispatch of the delivery sublayer's events
+//! to the transaction sublayer. Every frame
 //! that goes no further is a counted [`DropReason`]; a packet failing the
 //! PSP checks (ICV, SPI, PCID, replay) is dropped before the delivery
 //! sublayer sees it, so it gets no ACK and no NACK (OCP Falcon 0.9
 //! §9.2.2.2–9.2.2.3). Never panics on frame input.
+
+use core::ops::Range;
 
 use psp::NEXT_HEADER_FALCON;
 
@@ -16,14 +20,37 @@ use crate::engine::{conn_in, Engine};
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::random::Random;
 use crate::time::Timestamp;
-use crate::transaction::{decode_handle, ConnectionFault, Role, UlpEvent};
+use crate::transaction::{decode_handle, ConnectionFault, Role, RxPayload, UlpEvent};
 use crate::wire::{parse_rx, Ecn, FalconRepr, FalconTime32, FrameTemplate, IpFields, PacketType};
 
 impl Engine {
     /// A received frame (Ethernet to the end of the UDP payload; padding
     /// after it is ignored). The buffer is decrypted in place and may be
     /// reused once this returns. Then drain the `poll_*` outputs.
+    ///
+    /// A payload stored for the ULP is copied out of the frame; a port
+    /// whose buffers are heap vectors avoids that copy for large pushes
+    /// with [`handle_frame`](Self::handle_frame).
     pub fn handle_packet(&mut self, now: Timestamp, frame: &mut [u8]) {
+        self.handle_input(now, frame);
+    }
+
+    /// A received frame, the first `len` bytes of `frame` (clamped to its
+    /// length), in a heap buffer the engine may keep: as
+    /// [`handle_packet`](Self::handle_packet), but a Push Data payload of
+    /// at least [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN)
+    /// bytes is delivered to the ULP in the frame's own vector, and `frame`
+    /// is replaced by a spare vector of the same length (bytes unspecified)
+    /// from the engine's free list, for the caller to return to its port
+    /// (zero-copy receive, [`crate::transaction::payload`]). Either way
+    /// `frame` may be reused once this returns.
+    pub fn handle_frame(&mut self, now: Timestamp, frame: &mut Vec<u8>, len: usize) {
+        let len = len.min(frame.len());
+        self.handle_input(now, VecFrame { frame, len });
+    }
+
+    #[inline(always)]
+    fn handle_input<F: RxFrame>(&mut self, now: Timestamp, frame: F) {
         self.stats.rx_frames += 1;
         self.stats.rx_bytes += frame.len() as u64;
         if let Err(reason) = self.receive(now, frame) {
@@ -32,7 +59,8 @@ impl Engine {
         self.finish(now);
     }
 
-    fn receive(&mut self, now: Timestamp, frame: &mut [u8]) -> Result<(), DropReason> {
+    fn receive<F: RxFrame>(&mut self, now: Timestamp, mut input: F) -> Result<(), DropReason> {
+        let frame = input.bytes_mut();
         let parsed = parse_rx(frame, self.checksums).map_err(|e| e.drop_reason())?;
         if parsed.dst_port != self.udp_port {
             return Err(DropReason::NotFalconPort);
@@ -57,6 +85,7 @@ impl Engine {
             }
             None => (udp_payload, None),
         };
+        let falcon_start = falcon.start;
         let bytes: &[u8] = &frame[falcon];
         let repr = match FalconRepr::parse(bytes) {
             Ok(repr) => repr,
@@ -113,13 +142,20 @@ impl Engine {
         self.drain_delivery_events(slot, now);
         match outcome {
             RxOutcome::Deliver(arrival) => {
-                let payload = repr.payload_range().map_or(&[][..], |r| &bytes[r]);
+                // The repr is owned: from here on only the payload is read
+                // from the frame, which may now be handed down whole.
+                let payload = match repr.payload_range() {
+                    Some(r) => input.payload(falcon_start + r.start..falcon_start + r.end),
+                    None => RxPayload::Borrowed(&[]),
+                };
                 let conn = conn_in(&mut self.connections, slot);
                 if conn.dead {
                     self.shared.drops.record(DropReason::ConnectionNotAlive);
                 } else if arrival.kind == PacketKind::PullData {
+                    // Pull Data is still copied (its exchange is the next
+                    // step, see `transaction::payload`).
                     let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
-                    initiator.on_pull_data(&mut ctx, arrival, payload);
+                    initiator.on_pull_data(&mut ctx, arrival, payload.bytes());
                 } else {
                     let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
                     target.on_request(&mut ctx, arrival, payload);
@@ -227,6 +263,62 @@ impl Engine {
                     }
                 }
             }
+        }
+    }
+}
+
+/// How `receive` holds a frame: the bytes to check, open and parse in
+/// place, then the payload to hand to the transaction sublayer (borrowed,
+/// or with the frame's vector to take over). Monomorphized: the slice path
+/// of `handle_packet` pays nothing for the vector one.
+trait RxFrame {
+    /// Frame length.
+    fn len(&self) -> usize;
+    /// The frame bytes.
+    fn bytes_mut(&mut self) -> &mut [u8];
+    /// The payload at `range` of the frame (within `bytes_mut`).
+    fn payload(&mut self, range: Range<usize>) -> RxPayload<'_>;
+}
+
+impl RxFrame for &mut [u8] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    #[inline(always)]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+
+    #[inline(always)]
+    fn payload(&mut self, range: Range<usize>) -> RxPayload<'_> {
+        RxPayload::Borrowed(self.get(range).unwrap_or_default())
+    }
+}
+
+/// The first `len` bytes of a heap buffer (`len <= frame.len()`).
+struct VecFrame<'a> {
+    frame: &'a mut Vec<u8>,
+    len: usize,
+}
+
+impl RxFrame for VecFrame<'_> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.frame.get_mut(..self.len).unwrap_or_default()
+    }
+
+    #[inline(always)]
+    fn payload(&mut self, range: Range<usize>) -> RxPayload<'_> {
+        RxPayload::Frame {
+            frame: self.frame,
+            range,
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::transaction::TransactionStats;
 /// [`merge`](Self::merge).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineStats {
-    /// Frames handed to `handle_packet`.
+    /// Frames handed to `handle_packet` or `handle_frame`.
     pub rx_frames: u64,
     /// Their bytes.
     pub rx_bytes: u64,
@@ -157,6 +157,7 @@ impl EngineStats {
         t.pull_bytes_completed += o.pull_bytes_completed;
         t.requests_delivered += o.requests_delivered;
         t.redeliveries += o.redeliveries;
+        t.zero_copy_receives += o.zero_copy_receives;
         t.rnr_received += o.rnr_received;
         t.ulp_nacks += o.ulp_nacks;
         t.pull_data_submitted += o.pull_data_submitted;

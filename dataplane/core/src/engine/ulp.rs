@@ -12,7 +12,7 @@ use crate::delivery::UlpNack;
 use crate::engine::{conn_in, ConnectionHandle, Engine};
 use crate::seq::Rsn;
 use crate::time::Timestamp;
-use crate::transaction::{RejectReason, Rejected, Transaction, UlpCommandError};
+use crate::transaction::{Payload, RejectReason, Rejected, Transaction, UlpCommandError};
 
 impl Engine {
     /// §8.4.3.1 / §8.4.3.3: a push or pull from the initiator ULP. Returns
@@ -134,12 +134,13 @@ impl Engine {
         result
     }
 
-    /// Gives a payload vector back to the engine's free list (from a
-    /// [`Request`](crate::transaction::Request) or a
-    /// [`Completion`](crate::transaction::Completion)), so the next received
-    /// payload needs no allocation.
-    pub fn recycle(&mut self, buf: Vec<u8>) {
-        self.shared.buffers.give(buf);
+    /// Gives a payload buffer back to the engine's free lists: a
+    /// [`Request`](crate::transaction::Request)'s [`Payload`] or any
+    /// `Vec<u8>` (a [`Completion`](crate::transaction::Completion)'s), so
+    /// the next received payload needs no allocation. A frame-backed
+    /// payload's whole buffer becomes a spare for a later zero-copy receive.
+    pub fn recycle(&mut self, buf: impl Into<Payload>) {
+        self.shared.buffers.give(buf.into().into_buffer());
     }
 
     /// After a target ULP answer: an ACK or NACK may now be due, Pull Data

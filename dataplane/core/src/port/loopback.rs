@@ -115,6 +115,12 @@ impl LoopbackPort {
         self.lock().stats[self.side]
     }
 
+    /// Buffers the pair has allocated so far (at most `pool_size`; each
+    /// is in a pool, in flight, or held by a user).
+    pub fn buffers_allocated(&self) -> usize {
+        self.lock().allocated
+    }
+
     /// Frames in flight towards this end.
     pub fn in_flight(&self) -> usize {
         self.lock().lines[1 - self.side].len()
@@ -176,7 +182,10 @@ impl Port for LoopbackPort {
         }
     }
 
-    #[inline]
+    // Always inline: since `FrameBuf` holds a `Vec` (32 bytes, was a
+    // boxed slice) LLVM stopped inlining it into `receive_burst`, and its
+    // call cost ~17 instructions a frame (callgrind, push64_plain_profile).
+    #[inline(always)]
     fn free(&mut self, mut buf: FrameBuf) {
         buf.set_len(0);
         self.cache.push(buf);

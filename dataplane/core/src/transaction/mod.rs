@@ -8,8 +8,9 @@
 //! ([`crate::resources`]), the error flows of §11 (RNR, CIE, NRE, invalid
 //! CID, resync, soft-state timeouts) and the per-connection transmit queues
 //! the connection scheduler feeds into the delivery sublayer. Sans-IO: it
-//! never reads a clock (`now` comes in the context), never touches a frame
-//! (payload bytes come in as slices and leave as vectors), and never panics
+//! never reads a clock (`now` comes in the context), never parses a frame
+//! (payload bytes come in as slices, or with the frame's vector to take
+//! over whole, and leave as vectors: [`payload`]), and never panics
 //! on packet input: a violation is a counted drop and a connection error
 //! event.
 //!
@@ -67,6 +68,7 @@
 //!   physical resources are ultimately guarded and reclaimed by timeout").
 
 pub mod initiator;
+pub mod payload;
 mod ring;
 pub mod target;
 pub mod ulp;
@@ -85,6 +87,7 @@ use crate::time::Timestamp;
 /// invalid CID, each with the ULP's code), for `Engine::ulp_nack`.
 pub use crate::delivery::UlpNack;
 pub use initiator::{Initiator, InitiatorState};
+pub use payload::{Payload, RxPayload, ZERO_COPY_MIN_LEN};
 pub use target::{Target, TargetState};
 pub use ulp::{
     Completion, CompletionStatus, ConnectionFault, ConnectionHandle, RejectReason, Rejected,
@@ -138,6 +141,10 @@ pub struct TransactionStats {
     pub requests_delivered: u64,
     /// Of those, redeliveries after an RNR NACK.
     pub redeliveries: u64,
+    /// Push Data payloads received zero-copy: the frame's buffer taken
+    /// over instead of copied ([`payload`]). Each is delivered once (a
+    /// duplicate is dropped before it is stored).
+    pub zero_copy_receives: u64,
     /// RNR NACKs received for our Push Data.
     pub rnr_received: u64,
     /// ULP NACKs at the target (RNR, CIE, NRE, invalid CID).

@@ -8,12 +8,15 @@
 //! resource NACK), reordering by RSN (§8.5.2), the ULP's answers (ACK, RNR,
 //! CIE, NRE, invalid CID; §8.5.3.4–8.5.3.5, §11 target table), Pull Data
 //! and its queue, pull RNR redelivery timers and the soft-state reclaim of
-//! requests the ULP never answers. Never builds a packet; never panics on
-//! packet input (an RSN outside the ring or a repeated RSN is a counted drop
-//! and a connection error event).
+//! requests the ULP never answers. Takes a large Push Data payload's frame
+//! buffer over instead of copying it when the engine offers it
+//! ([`RxPayload::Frame`], see [`crate::transaction::payload`]). Never builds
+//! a packet; never panics on packet input (an RSN outside the ring or a
+//! repeated RSN is a counted drop and a connection error event).
 
 use std::collections::VecDeque;
 
+use core::ops::Range;
 use core::time::Duration;
 
 use crate::delivery::{Arrival, OrderingMode, OutgoingPacket, PacketKind, Refusal, UlpNack};
@@ -21,11 +24,12 @@ use crate::drop::DropReason;
 use crate::resources::Demand;
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
+use crate::transaction::payload::{Payload, RxPayload, ZERO_COPY_MIN_LEN};
 use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
 };
-use crate::transaction::{payload_handle, Ctx, Role};
+use crate::transaction::{payload_handle, Ctx, Role, Shared};
 
 /// Target request states (OCP Falcon 0.9 §8.5.1, table p.51), plus the
 /// ring's own states (`Unseen`, `Skipped`) and the RNR and NACK outcomes.
@@ -90,9 +94,9 @@ struct Slot {
     kind: TransactionKind,
     psn: Psn,
     request_length: u16,
-    /// The received payload until delivered; then the Pull Data until it is
-    /// acknowledged.
-    payload: Vec<u8>,
+    /// The received payload until delivered (for a large push, its frame's
+    /// buffer); then the Pull Data until it is acknowledged.
+    payload: Payload,
     /// Network-request resources held (§8.2.4).
     network: Demand,
     /// ULP-data resources held by the Pull Data.
@@ -117,7 +121,7 @@ impl Slot {
         self.kind = TransactionKind::Push;
         self.psn = Psn::new(0);
         self.request_length = 0;
-        self.payload = Vec::new();
+        self.payload = Payload::new();
         self.network = Demand::ZERO;
         self.data = Demand::ZERO;
         self.redelivery = false;
@@ -130,13 +134,22 @@ impl Slot {
             kind: TransactionKind::Push,
             psn: Psn::new(0),
             request_length: 0,
-            payload: Vec::new(),
+            payload: Payload::new(),
             network: Demand::ZERO,
             data: Demand::ZERO,
             redelivery: false,
             delivered_at: Timestamp::ZERO,
         }
     }
+}
+
+/// Zero-copy receive: `frame`'s vector becomes the payload, a spare takes
+/// its place. Out of line so that `on_request` stays as small as it was
+/// for the copied payloads (callgrind, push64_plain_profile).
+#[inline(never)]
+fn take_frame(shared: &mut Shared, frame: &mut Vec<u8>, range: Range<usize>) -> Payload {
+    shared.stats.zero_copy_receives += 1;
+    Payload::in_buffer(shared.buffers.exchange(frame), range)
 }
 
 /// The target of one connection.
@@ -191,8 +204,14 @@ impl Target {
     /// network. Allocate network-request resources (refused: resource NACK,
     /// the packet is dropped and retransmitted), take it, and deliver it —
     /// in RSN order on an ordered connection.
+    ///
+    /// A Push Data payload of at least [`ZERO_COPY_MIN_LEN`] bytes offered
+    /// as [`RxPayload::Frame`] is stored without a copy: the frame's vector
+    /// is taken and a spare of the same length left in its place. Only a
+    /// request that is stored takes the frame: a duplicate, a refusal or
+    /// a violation leaves it with the caller.
     #[inline]
-    pub fn on_request(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: &[u8]) {
+    pub fn on_request(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: RxPayload<'_>) {
         let rsn = arrival.rsn;
         let offset = rsn.offset_from(self.base);
         if offset < 0 || offset as u32 >= ctx.shared.config.max_rsn_span {
@@ -264,7 +283,14 @@ impl Target {
         slot.kind = kind;
         slot.psn = psn;
         slot.request_length = request_length;
-        slot.payload = ctx.shared.buffers.copy_of(payload);
+        slot.payload = match payload {
+            RxPayload::Frame { frame, range }
+                if kind == TransactionKind::Push && range.len() >= ZERO_COPY_MIN_LEN =>
+            {
+                take_frame(ctx.shared, frame, range)
+            }
+            payload => Payload::from(ctx.shared.buffers.copy_of(payload.bytes())),
+        };
         slot.network = demand;
         self.deliver_ready(ctx, rsn);
     }
@@ -291,7 +317,7 @@ impl Target {
             TransactionKind::Pull => {
                 slot.state = TargetState::PullReqUlpAckd;
                 let header = core::mem::take(&mut slot.payload);
-                ctx.shared.buffers.give(header);
+                ctx.shared.buffers.give(header.into_buffer());
             }
         }
         ctx.release(&network);
@@ -362,7 +388,7 @@ impl Target {
             (TransactionKind::Pull, UlpNack::InvalidCid { .. }) => {
                 slot.state = TargetState::Nacked;
                 let header = core::mem::take(&mut slot.payload);
-                ctx.shared.buffers.give(header);
+                ctx.shared.buffers.give(header.into_buffer());
                 let network = core::mem::take(&mut slot.network);
                 ctx.release(&network);
                 self.unblock(ctx, rsn);
@@ -420,8 +446,8 @@ impl Target {
         let slot = &mut self.slots[index];
         let network = core::mem::take(&mut slot.network);
         slot.state = TargetState::PullDataUlpRx;
-        let header = core::mem::replace(&mut slot.payload, payload);
-        ctx.shared.buffers.give(header);
+        let header = core::mem::replace(&mut slot.payload, Payload::from(payload));
+        ctx.shared.buffers.give(header.into_buffer());
         slot.data = demand;
         ctx.release(&network);
         ctx.shared.stats.pull_data_submitted += 1;
@@ -491,7 +517,7 @@ impl Target {
         slot.state = TargetState::PullDataAckd;
         let data = core::mem::take(&mut slot.data);
         let payload = core::mem::take(&mut slot.payload);
-        ctx.shared.buffers.give(payload);
+        ctx.shared.buffers.give(payload.into_buffer());
         ctx.release(&data);
         self.retire();
     }
@@ -514,7 +540,7 @@ impl Target {
             TargetState::PushDataRx | TargetState::PullReqRx => {
                 let network = core::mem::take(&mut slot.network);
                 let payload = core::mem::take(&mut slot.payload);
-                ctx.shared.buffers.give(payload);
+                ctx.shared.buffers.give(payload.into_buffer());
                 ctx.release(&network);
             }
             _ => return,
@@ -594,7 +620,7 @@ impl Target {
             ctx.release(&network);
             ctx.release(&data);
             let payload = core::mem::take(&mut slot.payload);
-            ctx.shared.buffers.give(payload);
+            ctx.shared.buffers.give(payload.into_buffer());
             if !slot.state.is_finished() {
                 slot.state = TargetState::Skipped;
             }
@@ -685,7 +711,7 @@ impl Target {
         // RNR redelivery until the ULP accepts it.
         let payload = match slot.kind {
             TransactionKind::Push => core::mem::take(&mut slot.payload),
-            TransactionKind::Pull => ctx.shared.buffers.copy_of(&slot.payload),
+            TransactionKind::Pull => Payload::from(ctx.shared.buffers.copy_of(&slot.payload)),
         };
         ctx.shared.events.push_back(UlpEvent::Request(Request {
             connection: ctx.connection,
@@ -730,7 +756,7 @@ impl Target {
                 break;
             }
             if let Some(front) = self.slots.pop_front() {
-                front.payload = Vec::new();
+                front.payload = Payload::new();
             }
             self.base = self.base.next();
         }

@@ -1,7 +1,8 @@
 //! Tests of the target side against a real delivery sublayer: requests
 //! arriving in any order (with duplicates) reach the ULP in RSN order on
 //! ordered connections and exactly once on both kinds; RNR NACKs block the
-//! connection until the redelivered request is accepted.
+//! connection until the redelivered request is accepted; large pushes
+//! offered with their frame take the frame over, once.
 
 use std::collections::BTreeSet;
 
@@ -77,6 +78,17 @@ impl Harness {
     }
 
     fn arrive(&mut self, request: &Sent) {
+        let payload = request.rsn.value().to_le_bytes();
+        let bytes: &[u8] = match request.kind {
+            TransactionKind::Push => &[payload, payload].concat(),
+            TransactionKind::Pull => &[],
+        };
+        self.arrive_with(request, bytes.into());
+    }
+
+    /// `request` arrives with `payload` (as the engine's receive path
+    /// offers it).
+    fn arrive_with(&mut self, request: &Sent, payload: RxPayload<'_>) {
         let header = BaseHeader {
             connection_id: ConnectionId::truncating(1),
             destination_function: DestinationFunction::truncating(3),
@@ -104,13 +116,8 @@ impl Harness {
             .handle_packet(self.now, &repr, RxMeta::default())
         {
             RxOutcome::Deliver(arrival) => {
-                let payload = request.rsn.value().to_le_bytes();
-                let bytes: &[u8] = match request.kind {
-                    TransactionKind::Push => &[payload, payload].concat(),
-                    TransactionKind::Pull => &[],
-                };
                 let (mut ctx, target) = self.ctx();
-                target.on_request(&mut ctx, arrival, bytes);
+                target.on_request(&mut ctx, arrival, payload);
             }
             RxOutcome::Dropped(reason) => self.shared.drops.record(reason),
             RxOutcome::Processed => {}
@@ -317,4 +324,177 @@ fn rnr_blocks_until_the_redelivered_request_is_accepted() {
             assert_eq!(rsn, delivered[i - 1].0.next());
         }
     }
+}
+
+/// A 9216-byte frame buffer with `len` payload bytes at offset 60 derived
+/// from `seed`, and the payload's range.
+fn frame(seed: u8, len: usize) -> (Vec<u8>, core::ops::Range<usize>) {
+    let mut frame = vec![0xEE; 9216];
+    let range = 60..60 + len;
+    for (i, b) in frame[range.clone()].iter_mut().enumerate() {
+        *b = seed ^ i as u8;
+    }
+    (frame, range)
+}
+
+fn next_request(h: &mut Harness) -> Option<Request> {
+    match h.shared.events.pop_front()? {
+        UlpEvent::Request(request) => Some(request),
+        event => panic!("unexpected {event:?}"),
+    }
+}
+
+/// Zero-copy receive at the target: a stored large push takes its frame's
+/// vector (a spare of the same length is left behind); a duplicate packet,
+/// a repeated RSN, a small push and a Pull Request's headers leave the
+/// frame alone and are copied; a recycled frame becomes the next spare.
+#[test]
+fn large_pushes_take_their_frame_once_everything_else_is_copied() {
+    let mut h = Harness::new(OrderingMode::Ordered);
+    let sent = requests(&[true, true, false, true]);
+    let big = ZERO_COPY_MIN_LEN;
+
+    let (mut f0, range) = frame(1, big);
+    let expect0 = f0[range.clone()].to_vec();
+    let ptr0 = f0.as_ptr();
+    h.arrive_with(
+        &sent[0],
+        RxPayload::Frame {
+            frame: &mut f0,
+            range: range.clone(),
+        },
+    );
+    assert_ne!(f0.as_ptr(), ptr0, "frame taken over");
+    assert_eq!(f0.len(), 9216, "the spare left behind is frame-sized");
+    assert_eq!(h.shared.stats.zero_copy_receives, 1);
+    assert_eq!(h.shared.buffers.allocated, 1, "first spare allocated");
+    let r0 = next_request(&mut h).expect("RSN 0 delivered");
+    assert_eq!(r0.payload, expect0);
+    assert_eq!(
+        (r0.payload.buffer().as_ptr(), r0.payload.range()),
+        (ptr0, range.clone()),
+        "delivered in the frame's own buffer"
+    );
+
+    // The same packet again (a duplicate on the wire): dropped by the
+    // delivery sublayer before the target stores anything.
+    let (mut dup, range) = frame(1, big);
+    let dup_ptr = dup.as_ptr();
+    h.arrive_with(
+        &sent[0],
+        RxPayload::Frame {
+            frame: &mut dup,
+            range: range.clone(),
+        },
+    );
+    assert_eq!(dup.as_ptr(), dup_ptr, "a duplicate is not taken");
+    assert_eq!(h.shared.drops.get(DropReason::DuplicatePacket), 1);
+    // The RSN again in a new packet (a faulty peer): a connection error,
+    // nothing stored.
+    let repeat = Sent {
+        psn: sent[3].psn.next(),
+        ..sent[0]
+    };
+    h.arrive_with(
+        &repeat,
+        RxPayload::Frame {
+            frame: &mut dup,
+            range,
+        },
+    );
+    assert_eq!(dup.as_ptr(), dup_ptr, "a repeated RSN is not taken");
+    assert_eq!(h.shared.drops.get(DropReason::DuplicateRsn), 1);
+    assert!(matches!(
+        h.shared.events.pop_front(),
+        Some(UlpEvent::ConnectionError { .. })
+    ));
+    assert_eq!(h.shared.stats.zero_copy_receives, 1);
+
+    // Just below the threshold: copied.
+    let (mut f1, range) = frame(2, big - 1);
+    let ptr1 = f1.as_ptr();
+    h.arrive_with(
+        &sent[1],
+        RxPayload::Frame {
+            frame: &mut f1,
+            range: range.clone(),
+        },
+    );
+    assert_eq!(f1.as_ptr(), ptr1, "small push copied");
+    let r1 = next_request(&mut h).expect("RSN 1 delivered");
+    assert_eq!((r1.payload.range(), &*r1.payload), (0..big - 1, &f1[range]));
+
+    // A Pull Request's ULP headers, however long: copied.
+    let (mut f2, range) = frame(3, 2 * big);
+    let ptr2 = f2.as_ptr();
+    h.arrive_with(
+        &sent[2],
+        RxPayload::Frame {
+            frame: &mut f2,
+            range: range.clone(),
+        },
+    );
+    assert_eq!(f2.as_ptr(), ptr2, "pull headers copied");
+    let r2 = next_request(&mut h).expect("RSN 2 delivered");
+    assert_eq!(r2.payload, &f2[range]);
+    assert_eq!(h.shared.stats.zero_copy_receives, 1);
+
+    // The ULP recycles the first payload: its frame is the next spare.
+    h.shared.buffers.give(r0.payload.into_buffer());
+    let allocated = h.shared.buffers.allocated;
+    let (mut f3, range) = frame(4, 4096);
+    h.arrive_with(
+        &sent[3],
+        RxPayload::Frame {
+            frame: &mut f3,
+            range,
+        },
+    );
+    assert_eq!(f3.as_ptr(), ptr0, "recycled frame handed out as the spare");
+    assert_eq!(h.shared.buffers.allocated, allocated, "no new spare");
+    assert_eq!(h.shared.stats.zero_copy_receives, 2);
+    let r3 = next_request(&mut h).expect("RSN 3 delivered");
+    assert_eq!(r3.payload.len(), 4096);
+    assert!(h.shared.events.is_empty());
+}
+
+/// An RNR-NACKed push gave its frame to the ULP; the retransmission that is
+/// redelivered takes its own frame (each arrival stored once).
+#[test]
+fn an_rnr_redelivery_takes_the_retransmitted_frame() {
+    let mut h = Harness::new(OrderingMode::Ordered);
+    let sent = requests(&[true]);
+    let (mut f0, range) = frame(1, 1500);
+    h.arrive_with(
+        &sent[0],
+        RxPayload::Frame {
+            frame: &mut f0,
+            range: range.clone(),
+        },
+    );
+    let first = next_request(&mut h).expect("delivered");
+    let (mut ctx, target) = h.ctx();
+    let nack = UlpNack::ReceiverNotReady {
+        timeout: RnrTimeout::SHORTEST,
+        ulp_nack_code: 0,
+    };
+    target.ulp_nack(&mut ctx, sent[0].rsn, nack).unwrap();
+    h.shared.buffers.give(first.payload.into_buffer());
+    let (mut retx, range) = frame(1, 1500);
+    let expect = retx[range.clone()].to_vec();
+    h.arrive_with(
+        &sent[0],
+        RxPayload::Frame {
+            frame: &mut retx,
+            range,
+        },
+    );
+    let again = next_request(&mut h).expect("redelivered");
+    assert!(again.redelivery);
+    assert_eq!(again.payload, expect);
+    assert_eq!(h.shared.stats.zero_copy_receives, 2);
+    assert_eq!(
+        h.shared.buffers.allocated, 1,
+        "the first frame was the spare"
+    );
 }

@@ -10,25 +10,30 @@
 //!
 //! # Payload ownership
 //!
-//! Payloads are `Vec<u8>` handed over by value: the ULP moves its buffer
-//! into [`Transaction::payload`] and gets it back, untouched, in
-//! [`Completion::request`] (or in [`Rejected::payload`] if refused); the
-//! engine copies received payloads into vectors from its free list and
-//! moves them to the ULP in [`Request::payload`] and [`Completion::data`].
-//! The ULP returns vectors it is done with through `Engine::recycle`. No
-//! vector is allocated per packet once the free list is warm; retransmissions
-//! copy from the kept request vector, so nothing is copied until the frame
-//! is built. One transaction is one packet (OCP Falcon 0.9 §8.1: a
-//! transaction "may result in one or more packets" — in rev 0.9 every
-//! packet type carries one transaction's data, so a ULP segments messages
-//! larger than a packet into several transactions, as RDMA over Falcon
-//! does per MTU).
+//! Payloads are handed over by value: the ULP moves its `Vec<u8>` into
+//! [`Transaction::payload`] and gets it back, untouched, in
+//! [`Completion::request`] (or in [`Rejected::payload`] if refused). A
+//! received payload reaches the ULP in [`Request::payload`], a [`Payload`]:
+//! a large Push Data payload is the received frame's own buffer, taken over
+//! without a copy (the port gets a recycled spare in exchange, see
+//! [`super::payload`]); anything else is copied out of the frame into a
+//! vector from the engine's free list. Pull Data ([`Completion::data`]) is
+//! still copied into a recycled `Vec<u8>` (its zero-copy exchange is the
+//! next step). The ULP returns buffers it is done with — `Payload`s and
+//! vectors alike — through `Engine::recycle`. No vector is allocated per
+//! packet once the free lists are warm; retransmissions copy from the kept
+//! request vector, so nothing is copied until the frame is built. One
+//! transaction is one packet (OCP Falcon 0.9 §8.1: a transaction "may
+//! result in one or more packets" — in rev 0.9 every packet type carries
+//! one transaction's data, so a ULP segments messages larger than a packet
+//! into several transactions, as RDMA over Falcon does per MTU).
 
 use core::fmt;
 
 use crate::delivery::ConnectionError;
 use crate::resources::Shortage;
 use crate::seq::Rsn;
+use crate::transaction::payload::Payload;
 
 /// Names a connection of an engine: a slot and its generation (a closed
 /// connection's handle never names its successor).
@@ -196,8 +201,10 @@ pub struct Request {
     pub kind: TransactionKind,
     /// Push: the payload length. Pull: bytes of Pull Data expected.
     pub request_length: u16,
-    /// Push: the data. Pull: the ULP headers of the Pull Request.
-    pub payload: Vec<u8>,
+    /// Push: the data. Pull: the ULP headers of the Pull Request. Read it
+    /// in place (it dereferences to `[u8]`) and hand it back with
+    /// `Engine::recycle`, or take it with [`Payload::into_vec`].
+    pub payload: Payload,
     /// Delivered again after the ULP's RNR NACK (§8.5.3.4).
     pub redelivery: bool,
 }

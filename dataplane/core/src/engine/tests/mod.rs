@@ -10,6 +10,7 @@ mod harness;
 mod load;
 mod rotation;
 mod rue_external;
+mod zero_copy;
 
 use core::time::Duration;
 
