@@ -29,10 +29,12 @@
 //!   the software default, no NIC offload assumed), UDP (checksum 0, as PSP
 //!   senders use), PSP, Falcon. With PSP on, every data packet and every ACK
 //!   is sealed and opened with its SPI, PCID and replay checks.
-//! * The payload is copied twice by the engine: from the ULP's vector into
-//!   the frame on transmit (the in-place seal needs the plaintext kept for
-//!   retransmission), and from the opened frame into a recycled vector for
-//!   the target ULP on receive.
+//! * The engine copies the payload once, from the ULP's vector into the
+//!   frame on transmit (the in-place seal needs the plaintext kept for
+//!   retransmission). On receive, a 4 KiB push reaches the target ULP in
+//!   the opened frame's own buffer (zero-copy receive by buffer exchange,
+//!   `falcon_core::transaction::payload`); a 64-byte one is copied into a
+//!   recycled vector, which is cheaper at that size.
 //! * The initiator ULP owns `DEPTH` payload vectors, filled once: each
 //!   completion hands the submitted vector back untouched
 //!   (`Completion::request`) and the next push reuses it; the target ULP
