@@ -88,6 +88,10 @@ pub struct Report {
     /// its ULP, exchanged for recycled spares, instead of being copied
     /// (pushes of at least `ZERO_COPY_MIN_LEN` bytes).
     pub zero_copy_receives: u64,
+    /// Pulls whose Pull Data the initiator received zero-copy: the frame
+    /// buffer completed to its ULP the same way (Pull Data of at least
+    /// `ZERO_COPY_MIN_LEN` bytes).
+    pub zero_copy_pull_data: u64,
     pub failures: u64,
     pub elapsed_s: f64,
     pub transactions_per_sec: f64,
@@ -514,6 +518,7 @@ impl Report {
             pulls: 0,
             verified_bytes: 0,
             zero_copy_receives: 0,
+            zero_copy_pull_data: 0,
             failures: 0,
             elapsed_s: 0.0,
             transactions_per_sec: 0.0,
@@ -563,6 +568,8 @@ impl Report {
         self.frames = a.tx_frames + b.tx_frames;
         self.zero_copy_receives =
             a.transactions.zero_copy_receives + b.transactions.zero_copy_receives;
+        self.zero_copy_pull_data =
+            a.transactions.zero_copy_pull_data + b.transactions.zero_copy_pull_data;
         self.retransmissions = a.retransmissions + b.retransmissions;
         self.retransmissions_timeout = a.retransmissions_timeout + b.retransmissions_timeout;
         self.retransmissions_early = a.retransmissions_early + b.retransmissions_early;
@@ -632,8 +639,8 @@ pub fn print_text(r: &Report) {
         if r.ok { "all verified" } else { "FAILED" }
     );
     println!(
-        "  buffers       {} of {} pushes received zero-copy (frame buffer handed to the ULP, not copied)",
-        r.zero_copy_receives, r.pushes
+        "  buffers       {} of {} pushes and {} of {} pulls received zero-copy (frame buffer handed to the ULP, not copied)",
+        r.zero_copy_receives, r.pushes, r.zero_copy_pull_data, r.pulls
     );
     println!(
         "  rate          {:.0} transactions/s, {:.2} Gbit/s goodput in {:.2} s, both engines on one core",
@@ -766,6 +773,13 @@ mod tests {
             "{} of {} pushes zero-copy",
             r.zero_copy_receives,
             r.pushes
+        );
+        // Likewise the Pull Data of 1024 bytes and more.
+        assert!(
+            r.zero_copy_pull_data > r.pulls / 3 && r.zero_copy_pull_data <= r.pulls,
+            "{} of {} pulls zero-copy",
+            r.zero_copy_pull_data,
+            r.pulls
         );
     }
 }

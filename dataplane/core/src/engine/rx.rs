@@ -29,17 +29,18 @@ impl Engine {
     /// reused once this returns. Then drain the `poll_*` outputs.
     ///
     /// A payload stored for the ULP is copied out of the frame; a port
-    /// whose buffers are heap vectors avoids that copy for large pushes
-    /// with [`handle_frame`](Self::handle_frame).
+    /// whose buffers are heap vectors avoids that copy for large pushes and
+    /// Pull Data with [`handle_frame`](Self::handle_frame).
     pub fn handle_packet(&mut self, now: Timestamp, frame: &mut [u8]) {
         self.handle_input(now, frame);
     }
 
     /// A received frame, the first `len` bytes of `frame` (clamped to its
     /// length), in a heap buffer the engine may keep: as
-    /// [`handle_packet`](Self::handle_packet), but a Push Data payload of
-    /// at least [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN)
-    /// bytes is delivered to the ULP in the frame's own vector, and `frame`
+    /// [`handle_packet`](Self::handle_packet), but a Push Data or Pull Data
+    /// payload of at least
+    /// [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN) bytes
+    /// is delivered to the ULP in the frame's own vector, and `frame`
     /// is replaced by a spare vector of the same length (bytes unspecified)
     /// from the engine's free list, for the caller to return to its port
     /// (zero-copy receive, [`crate::transaction::payload`]). Either way
@@ -152,10 +153,8 @@ impl Engine {
                 if conn.dead {
                     self.shared.drops.record(DropReason::ConnectionNotAlive);
                 } else if arrival.kind == PacketKind::PullData {
-                    // Pull Data is still copied (its exchange is the next
-                    // step, see `transaction::payload`).
                     let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
-                    initiator.on_pull_data(&mut ctx, arrival, payload.bytes());
+                    initiator.on_pull_data(&mut ctx, arrival, payload);
                 } else {
                     let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
                     target.on_request(&mut ctx, arrival, payload);

@@ -158,6 +158,7 @@ impl EngineStats {
         t.requests_delivered += o.requests_delivered;
         t.redeliveries += o.redeliveries;
         t.zero_copy_receives += o.zero_copy_receives;
+        t.zero_copy_pull_data += o.zero_copy_pull_data;
         t.rnr_received += o.rnr_received;
         t.ulp_nacks += o.ulp_nacks;
         t.pull_data_submitted += o.pull_data_submitted;

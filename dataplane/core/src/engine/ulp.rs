@@ -135,9 +135,10 @@ impl Engine {
     }
 
     /// Gives a payload buffer back to the engine's free lists: a
-    /// [`Request`](crate::transaction::Request)'s [`Payload`] or any
-    /// `Vec<u8>` (a [`Completion`](crate::transaction::Completion)'s), so
-    /// the next received payload needs no allocation. A frame-backed
+    /// [`Request`](crate::transaction::Request)'s or a
+    /// [`Completion`](crate::transaction::Completion)'s [`Payload`] or any
+    /// `Vec<u8>` (a completion's `request`), so the next received payload
+    /// needs no allocation. A frame-backed
     /// payload's whole buffer becomes a spare for a later zero-copy receive.
     pub fn recycle(&mut self, buf: impl Into<Payload>) {
         self.shared.buffers.give(buf.into().into_buffer());

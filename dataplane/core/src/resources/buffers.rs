@@ -4,14 +4,15 @@
 //! lists of `Vec<u8>`s:
 //!
 //! * **ordinary vectors**, for copies: the engine copies a received payload
-//!   out of the frame (small pushes, Pull Requests' ULP headers, Pull Data,
-//!   frames that came in as a plain slice) into a recycled vector
+//!   out of the frame (small pushes and Pull Data, Pull Requests' ULP
+//!   headers, frames that came in as a plain slice) into a recycled vector
 //!   ([`copy_of`](Buffers::copy_of)) and hands it to the ULP;
-//! * **frame-sized vectors**, for exchanges: a large push received in a
-//!   frame whose buffer is a heap vector is not copied; the target takes
-//!   the frame's vector over and puts a spare of the same length in its
-//!   place ([`exchange`](Buffers::exchange)), which the port gets back
-//!   (see `transaction::payload`).
+//! * **frame-sized vectors**, for exchanges: a large push or Pull Data
+//!   received in a frame whose buffer is a heap vector is not copied; the
+//!   target (push) or initiator (Pull Data) takes the frame's vector over
+//!   and puts a spare of the same length in its place
+//!   ([`exchange`](Buffers::exchange)), which the port gets back (see
+//!   `transaction::payload`).
 //!
 //! The ULP gives vectors back with `Engine::recycle` (and gets its
 //! submitted ones back in the completion); [`give`](Buffers::give) sorts

@@ -21,6 +21,7 @@ use crate::drop::DropReason;
 use crate::resources::{Demand, ALL_LANES, RX_LANES, TX_LANES};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
+use crate::transaction::payload::{Payload, RxPayload};
 use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     Completion, CompletionStatus, RejectReason, Rejected, Transaction, TransactionKind, UlpEvent,
@@ -60,8 +61,9 @@ struct Slot {
     request_length: u16,
     /// The submitted payload, kept for retransmissions.
     request: Vec<u8>,
-    /// Pull Data received.
-    data: Vec<u8>,
+    /// Pull Data received (the frame's own buffer when taken over: held
+    /// here until the pull completes in its turn).
+    data: Payload,
     demand: Demand,
     /// The Tx part of `demand` is held: the packet, or the Resync that
     /// replaced it, is queued or in the retransmit buffer.
@@ -88,7 +90,7 @@ impl Default for Slot {
             tag: 0,
             request_length: 0,
             request: Vec::new(),
-            data: Vec::new(),
+            data: Payload::new(),
             demand: Demand::ZERO,
             tx_held: true,
             psn: None,
@@ -217,7 +219,7 @@ impl Initiator {
         slot.tag = transaction.tag;
         slot.request_length = request_length;
         slot.request = transaction.payload;
-        slot.data = Vec::new();
+        slot.data = Payload::new();
         slot.demand = demand;
         slot.tx_held = true;
         slot.psn = None;
@@ -439,7 +441,14 @@ impl Initiator {
     /// pulls, take it (into the Rx resources the Pull Request reserved),
     /// and complete in RSN order. Unmatched Pull Data is acknowledged and
     /// dropped (see the module decisions).
-    pub fn on_pull_data(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: &[u8]) {
+    ///
+    /// A payload of at least
+    /// [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN) bytes
+    /// offered as [`RxPayload::Frame`] is stored without a copy
+    /// ([`RxPayload::store`]). Only Pull Data that is stored takes the
+    /// frame: a duplicate, unmatched, refused, too long or zero-length one
+    /// leaves it with the caller.
+    pub fn on_pull_data(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: RxPayload<'_>) {
         let rsn = arrival.rsn;
         let matched = self.index(rsn).filter(|&i| {
             let slot = &self.slots[i];
@@ -469,7 +478,8 @@ impl Initiator {
             // zero-length Pull Data.
             (CompletionStatus::TargetCompletionInError, 0)
         } else {
-            slot.data = ctx.shared.buffers.copy_of(payload);
+            let shared = &mut *ctx.shared;
+            slot.data = payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_pull_data);
             (CompletionStatus::Ack, 0)
         });
         self.settle(ctx, rsn);
@@ -604,7 +614,7 @@ impl Initiator {
             }
             if let Some(front) = self.slots.pop_front() {
                 ctx.shared.buffers.give(core::mem::take(&mut front.request));
-                front.data = Vec::new();
+                front.data = Payload::new();
             }
             self.retired = self.retired.next();
         }

@@ -145,6 +145,10 @@ pub struct TransactionStats {
     /// over instead of copied ([`payload`]). Each is delivered once (a
     /// duplicate is dropped before it is stored).
     pub zero_copy_receives: u64,
+    /// Pull Data payloads received zero-copy at the initiator (the same
+    /// exchange, [`payload`]), each completed once (a duplicate is dropped
+    /// before it is stored).
+    pub zero_copy_pull_data: u64,
     /// RNR NACKs received for our Push Data.
     pub rnr_received: u64,
     /// ULP NACKs at the target (RNR, CIE, NRE, invalid CID).

@@ -1,35 +1,41 @@
-//! Received payloads: what the target ULP gets, and how it reaches the
+//! Received payloads: what the ULPs get, and how it reaches the
 //! transaction sublayer.
 //!
 //! Layer: transaction sublayer, boundary to the ULPs and to the engine's
-//! receive path. Owns [`Payload`] (the bytes of a delivered request: a
-//! vector and the range of it they occupy) and [`RxPayload`] (a received
-//! payload as the engine hands it to [`Target::on_request`](super::Target::on_request):
-//! borrowed from a frame, or with the frame's vector itself to take over).
-//! Plain values; never panics, whatever the ranges it is given.
+//! receive path. Owns [`Payload`] (the bytes of a delivered request or of
+//! received Pull Data: a vector and the range of it they occupy) and
+//! [`RxPayload`] (a received payload as the engine hands it to
+//! [`Target::on_request`](super::Target::on_request) and
+//! [`Initiator::on_pull_data`](super::Initiator::on_pull_data): borrowed
+//! from a frame, or with the frame's vector itself to take over), and the
+//! one place that decides between taking a frame over and copying
+//! ([`RxPayload::store`]). Plain values; never panics, whatever the ranges
+//! it is given.
 //!
 //! # Zero-copy receive by buffer exchange
 //!
-//! A Push Data payload of at least [`ZERO_COPY_MIN_LEN`] bytes that comes
-//! in through `Engine::handle_frame` is not copied: the target takes the
-//! whole frame vector (headers, opened PSP trailer and all) into its slot
-//! and puts a spare vector of the same length from the engine's free list
-//! in its place, which the caller's frame buffer then carries back to the
-//! port. The delivered [`Payload`] is that frame vector with the payload's
-//! range; the ULP reads it in place and hands it back with
-//! `Engine::recycle`, and it becomes a spare for a later frame. Smaller
-//! pushes, Pull Requests' ULP headers, frames passed as a plain slice
-//! (`Engine::handle_packet`) and ports whose buffers are not heap vectors
-//! (a DPDK mbuf) keep the copy into a recycled vector.
-//!
-//! Pull Data at the initiator (`Completion::data`) is still copied: the
-//! same exchange there is the next step.
+//! A Push Data payload at the target, or a Pull Data payload at the
+//! initiator, of at least [`ZERO_COPY_MIN_LEN`] bytes that comes in
+//! through `Engine::handle_frame` is not copied: the receiving side takes
+//! the whole frame vector (headers, opened PSP trailer and all) into its
+//! slot and puts a spare vector of the same length from the engine's free
+//! list in its place, which the caller's frame buffer then carries back to
+//! the port. The delivered [`Payload`] (`Request::payload`,
+//! `Completion::data`) is that frame vector with the payload's range; the
+//! ULP reads it in place and hands it back with `Engine::recycle`, and it
+//! becomes a spare for a later frame. Only a payload that is stored takes
+//! its frame: a duplicate, unmatched or refused packet leaves it with the
+//! caller. Smaller payloads, Pull Requests' ULP headers, frames passed as
+//! a plain slice (`Engine::handle_packet`) and ports whose buffers are not
+//! heap vectors (a DPDK mbuf) keep the copy into a recycled vector.
 
 use core::fmt;
 use core::ops::{Deref, DerefMut, Range};
 
-/// Push payloads shorter than this are copied even when the frame could be
-/// taken over. In instructions the exchange wins at every size (callgrind,
+use crate::resources::Buffers;
+
+/// Push and Pull Data payloads shorter than this are copied even when the
+/// frame could be taken over. In instructions the exchange wins at every size (callgrind,
 /// the bench loop's PSP push, per transaction: 12 fewer at 64 B, 30 at
 /// 256 B, 77 at 512 B, 125 at 1 KiB, 413 at 4 KiB, of 6,200–25,000), but
 /// below 512 B the saving is under 0.5 % and lost in the wall-time noise,
@@ -41,7 +47,9 @@ use core::ops::{Deref, DerefMut, Range};
 pub const ZERO_COPY_MIN_LEN: usize = 512;
 
 /// The payload of a request delivered to the target ULP
-/// ([`Request::payload`](super::Request::payload)): bytes `start..end` of
+/// ([`Request::payload`](super::Request::payload)) or of Pull Data
+/// completed to the initiator ULP
+/// ([`Completion::data`](super::Completion::data)): bytes `start..end` of
 /// a vector the ULP now owns.
 ///
 /// The vector is either a recycled one holding just the payload (`start`
@@ -243,8 +251,8 @@ impl<const N: usize> PartialEq<&[u8; N]> for Payload {
 pub enum RxPayload<'a> {
     /// Bytes in a frame the caller keeps (copied if stored).
     Borrowed(&'a [u8]),
-    /// Bytes `range` of a frame whose vector the target may take over,
-    /// leaving a spare of the same length in its place (see the
+    /// Bytes `range` of a frame whose vector the receiving side may take
+    /// over, leaving a spare of the same length in its place (see the
     /// [module docs](self)).
     Frame {
         /// The frame's buffer (its whole length, not just the frame).
@@ -277,6 +285,41 @@ impl RxPayload<'_> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The payload as stored for a ULP: a [`Frame`](Self::Frame) payload of
+    /// at least [`ZERO_COPY_MIN_LEN`] bytes takes the frame's vector over
+    /// ([`Buffers::exchange`] leaves a spare in its place) and counts it in
+    /// `taken`; anything else is copied into a recycled vector. Call it
+    /// only for a payload that is kept: taking is final.
+    #[inline]
+    pub fn store(self, buffers: &mut Buffers, taken: &mut u64) -> Payload {
+        match self {
+            RxPayload::Frame { frame, range } if range.len() >= ZERO_COPY_MIN_LEN => {
+                take_frame(buffers, frame, range, taken)
+            }
+            payload => payload.copy(buffers),
+        }
+    }
+
+    /// The payload copied into a recycled vector (never takes the frame).
+    #[inline]
+    pub fn copy(self, buffers: &mut Buffers) -> Payload {
+        Payload::from(buffers.copy_of(self.bytes()))
+    }
+}
+
+/// Zero-copy receive: `frame`'s vector becomes the payload, a spare takes
+/// its place. Out of line so that the copying callers stay as small as
+/// they were (callgrind, push64_plain_profile).
+#[inline(never)]
+fn take_frame(
+    buffers: &mut Buffers,
+    frame: &mut Vec<u8>,
+    range: Range<usize>,
+    taken: &mut u64,
+) -> Payload {
+    *taken += 1;
+    Payload::in_buffer(buffers.exchange(frame), range)
 }
 
 impl<'a> From<&'a [u8]> for RxPayload<'a> {
@@ -378,6 +421,43 @@ mod tests {
         );
         assert_eq!(copy, p);
         assert_eq!(format!("{p:?}"), "[4, 5, 6, 7, 8, 9]");
+    }
+
+    #[test]
+    fn store_takes_large_frames_and_copies_everything_else() {
+        let mut buffers = Buffers::new(4);
+        let mut taken = 0;
+        let mut frame: Vec<u8> = (0..2048).map(|i| i as u8).collect();
+        let ptr = frame.as_ptr();
+        let range = 100..100 + ZERO_COPY_MIN_LEN;
+        let expect = frame[range.clone()].to_vec();
+        let rx = RxPayload::Frame {
+            frame: &mut frame,
+            range: range.clone(),
+        };
+        let p = rx.store(&mut buffers, &mut taken);
+        assert_eq!((p.buffer().as_ptr(), p.range(), taken), (ptr, range, 1));
+        assert_eq!(p, expect);
+        assert_eq!(frame.len(), 2048, "a spare of the frame's length left");
+        assert_ne!(frame.as_ptr(), ptr);
+
+        // One byte short: copied, the frame kept.
+        let ptr = frame.as_ptr();
+        let rx = RxPayload::Frame {
+            frame: &mut frame,
+            range: 1..ZERO_COPY_MIN_LEN,
+        };
+        let p = rx.store(&mut buffers, &mut taken);
+        assert_eq!((p.range(), taken, frame.as_ptr()), (0..511, 1, ptr));
+        // Borrowed, however long, and `copy`: copied.
+        let p = RxPayload::Borrowed(&frame[..1024]).store(&mut buffers, &mut taken);
+        assert_eq!((p.len(), taken), (1024, 1));
+        let rx = RxPayload::Frame {
+            frame: &mut frame,
+            range: 0..1024,
+        };
+        let p = rx.copy(&mut buffers);
+        assert_eq!((p.range(), taken, frame.as_ptr()), (0..1024, 1, ptr));
     }
 
     #[test]

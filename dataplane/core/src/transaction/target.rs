@@ -16,7 +16,6 @@
 
 use std::collections::VecDeque;
 
-use core::ops::Range;
 use core::time::Duration;
 
 use crate::delivery::{Arrival, OrderingMode, OutgoingPacket, PacketKind, Refusal, UlpNack};
@@ -24,12 +23,12 @@ use crate::drop::DropReason;
 use crate::resources::Demand;
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
-use crate::transaction::payload::{Payload, RxPayload, ZERO_COPY_MIN_LEN};
+use crate::transaction::payload::{Payload, RxPayload};
 use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
 };
-use crate::transaction::{payload_handle, Ctx, Role, Shared};
+use crate::transaction::{payload_handle, Ctx, Role};
 
 /// Target request states (OCP Falcon 0.9 §8.5.1, table p.51), plus the
 /// ring's own states (`Unseen`, `Skipped`) and the RNR and NACK outcomes.
@@ -143,15 +142,6 @@ impl Slot {
     }
 }
 
-/// Zero-copy receive: `frame`'s vector becomes the payload, a spare takes
-/// its place. Out of line so that `on_request` stays as small as it was
-/// for the copied payloads (callgrind, push64_plain_profile).
-#[inline(never)]
-fn take_frame(shared: &mut Shared, frame: &mut Vec<u8>, range: Range<usize>) -> Payload {
-    shared.stats.zero_copy_receives += 1;
-    Payload::in_buffer(shared.buffers.exchange(frame), range)
-}
-
 /// The target of one connection.
 #[derive(Debug)]
 pub struct Target {
@@ -205,9 +195,11 @@ impl Target {
     /// the packet is dropped and retransmitted), take it, and deliver it —
     /// in RSN order on an ordered connection.
     ///
-    /// A Push Data payload of at least [`ZERO_COPY_MIN_LEN`] bytes offered
-    /// as [`RxPayload::Frame`] is stored without a copy: the frame's vector
-    /// is taken and a spare of the same length left in its place. Only a
+    /// A Push Data payload of at least
+    /// [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN) bytes
+    /// offered as [`RxPayload::Frame`] is stored without a copy
+    /// ([`RxPayload::store`]): the frame's vector is taken and a spare of
+    /// the same length left in its place. Only a
     /// request that is stored takes the frame: a duplicate, a refusal or
     /// a violation leaves it with the caller.
     #[inline]
@@ -283,13 +275,12 @@ impl Target {
         slot.kind = kind;
         slot.psn = psn;
         slot.request_length = request_length;
-        slot.payload = match payload {
-            RxPayload::Frame { frame, range }
-                if kind == TransactionKind::Push && range.len() >= ZERO_COPY_MIN_LEN =>
-            {
-                take_frame(ctx.shared, frame, range)
+        let shared = &mut *ctx.shared;
+        slot.payload = match kind {
+            TransactionKind::Push => {
+                payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives)
             }
-            payload => Payload::from(ctx.shared.buffers.copy_of(payload.bytes())),
+            TransactionKind::Pull => payload.copy(&mut shared.buffers),
         };
         slot.network = demand;
         self.deliver_ready(ctx, rsn);

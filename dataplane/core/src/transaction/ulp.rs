@@ -17,10 +17,10 @@
 //! a large Push Data payload is the received frame's own buffer, taken over
 //! without a copy (the port gets a recycled spare in exchange, see
 //! [`super::payload`]); anything else is copied out of the frame into a
-//! vector from the engine's free list. Pull Data ([`Completion::data`]) is
-//! still copied into a recycled `Vec<u8>` (its zero-copy exchange is the
-//! next step). The ULP returns buffers it is done with — `Payload`s and
-//! vectors alike — through `Engine::recycle`. No vector is allocated per
+//! vector from the engine's free list. Pull Data reaches the initiator ULP
+//! the same way, as the [`Payload`] in [`Completion::data`]. The ULP
+//! returns buffers it is done with — `Payload`s and vectors alike —
+//! through `Engine::recycle`. No vector is allocated per
 //! packet once the free lists are warm; retransmissions copy from the kept
 //! request vector, so nothing is copied until the frame is built. One
 //! transaction is one packet (OCP Falcon 0.9 §8.1: a transaction "may
@@ -180,8 +180,10 @@ pub struct Completion {
     pub status: CompletionStatus,
     /// The target ULP's NACK code (CIE, NRE, invalid CID), else 0.
     pub ulp_nack_code: u8,
-    /// Pull: the Pull Data payload. Push: empty.
-    pub data: Vec<u8>,
+    /// Pull: the Pull Data payload (a large one in its frame's buffer,
+    /// see [`Payload`]). Push: empty. Read it in place and hand it back
+    /// with `Engine::recycle`, or take it with [`Payload::into_vec`].
+    pub data: Payload,
     /// The submitted payload, handed back for reuse (empty in the rare case
     /// a retransmission may still need it; the engine recycles it then).
     pub request: Vec<u8>,

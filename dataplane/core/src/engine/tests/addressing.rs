@@ -14,7 +14,7 @@ use crate::engine::PspConfig;
 use crate::engine::{ConnectionConfig, ConnectionHandle, ConnectionPsp, Engine, EngineConfig};
 use crate::ids::ConnectionId;
 use crate::time::Timestamp;
-use crate::transaction::{CompletionStatus, Transaction, TransactionKind, UlpEvent};
+use crate::transaction::{CompletionStatus, Payload, Transaction, TransactionKind, UlpEvent};
 use crate::wire::{parse_rx, ChecksumChecks, EthernetAddress};
 
 /// PCIDs of the two ends (each sends the other's in its VC).
@@ -83,7 +83,7 @@ fn link(b_expects: u64) -> Link {
 impl Link {
     /// Moves frames both ways and answers the ULP events until nothing
     /// moves; returns (completions of A, requests B's ULP saw).
-    fn run(&mut self) -> (Vec<(u64, CompletionStatus, Vec<u8>)>, usize) {
+    fn run(&mut self) -> (Vec<(u64, CompletionStatus, Payload)>, usize) {
         let mut done = Vec::new();
         let mut seen = 0;
         let mut pushes = 0u64;

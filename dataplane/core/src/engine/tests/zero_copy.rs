@@ -1,9 +1,11 @@
 //! Zero-copy receive end to end: two engines over the loopback, PSP on,
-//! the target taking large pushes' frame buffers over (`handle_frame`
-//! through `receive_burst`) while the port's pool keeps its size and the
-//! engine stops allocating once warm; small pushes and plain slices still
-//! copied; duplicates, corrupted frames, loss and reordering still leave
-//! exactly one delivery per push.
+//! the target taking large pushes' frame buffers over and the initiator
+//! large Pull Data's (`handle_frame` through `receive_burst`) while the
+//! port's pool keeps its size and the engine stops allocating once warm;
+//! small payloads and plain slices still copied; duplicates, corrupted
+//! frames, loss and reordering still leave exactly one delivery per push
+//! and one completion per pull; Pull Data held for its turn, unmatched,
+//! zero-length or on a closed connection never leaks or panics.
 
 use std::collections::HashMap;
 
@@ -13,12 +15,17 @@ use psp::{MasterKey, MasterKeys};
 
 use super::faults;
 use super::harness::{pattern, Pair, Setup};
+use crate::delivery::OrderingMode;
 use crate::drop::DropReason;
 use crate::engine::PspConfig;
 use crate::engine::{connect, ConnectionHandle, Engine, EngineConfig, EngineStats, PairSpec};
 use crate::port::{FrameBuf, Loopback, LoopbackConfig, LoopbackPort, PacketBuf, Port};
+use crate::seq::Rsn;
 use crate::time::Timestamp;
-use crate::transaction::{RejectReason, Transaction, TransactionKind, UlpEvent, ZERO_COPY_MIN_LEN};
+use crate::transaction::{
+    Completion, CompletionStatus, RejectReason, Request, Transaction, TransactionKind, UlpEvent,
+    UlpNack, ZERO_COPY_MIN_LEN,
+};
 use crate::wire::EthernetAddress;
 
 /// The loopback pair's buffers (small, so reuse is exercised).
@@ -54,9 +61,12 @@ enum Receive {
 }
 
 struct Outcome {
-    b: EngineStats,
+    /// Stats of the engine receiving the payloads (B for pushes, A for
+    /// pulls).
+    rx: EngineStats,
     delivered: u64,
-    /// B's `allocated_buffers` after a quarter of the pushes, and at the end.
+    /// Its `allocated_buffers` after a quarter of the transactions, and at
+    /// the end.
     allocated_warm: u64,
     allocated_end: u64,
     /// Buffers the pool handed out when drained at the end, and how many of
@@ -158,7 +168,7 @@ fn pushes(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
     assert_eq!((pa.in_flight(), pb.in_flight()), (0, 0));
     let (pool_drained, pool_full_size) = drain_pool(&mut pa, &mut pb, config.frame_capacity);
     Outcome {
-        b: b.stats(),
+        rx: b.stats(),
         delivered,
         allocated_warm: allocated_warm.unwrap_or(0),
         allocated_end: b.allocated_buffers(),
@@ -186,12 +196,12 @@ fn large_pushes_are_received_zero_copy_and_buffers_circulate() {
     let n = 1_000;
     let out = pushes(&[4096], n, Receive::Burst);
     assert_eq!(out.delivered, n);
-    assert_eq!(out.b.transactions.requests_delivered, n);
+    assert_eq!(out.rx.transactions.requests_delivered, n);
     assert_eq!(
-        out.b.transactions.zero_copy_receives, n,
+        out.rx.transactions.zero_copy_receives, n,
         "every 4 KiB push delivered in its frame's buffer"
     );
-    assert_eq!(out.b.drops.total(), 0);
+    assert_eq!(out.rx.drops.total(), 0);
     // The spares: allocated while warming up (at most one per push the
     // ULP can hold at once), then only recycled frames.
     assert_eq!(
@@ -213,7 +223,7 @@ fn small_pushes_are_still_copied() {
     let n = 1_000;
     let out = pushes(&[64], n, Receive::Burst);
     assert_eq!(out.delivered, n);
-    assert_eq!(out.b.transactions.zero_copy_receives, 0);
+    assert_eq!(out.rx.transactions.zero_copy_receives, 0);
     assert_eq!(out.allocated_end, out.allocated_warm, "copies recycled");
     assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
 }
@@ -227,7 +237,7 @@ fn the_threshold_splits_copies_from_exchanges() {
         Receive::Burst,
     );
     assert_eq!(out.delivered, n);
-    assert_eq!(out.b.transactions.zero_copy_receives, n / 2);
+    assert_eq!(out.rx.transactions.zero_copy_receives, n / 2);
     assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
 }
 
@@ -236,7 +246,7 @@ fn frames_handed_in_as_slices_are_copied() {
     let n = 300;
     let out = pushes(&[4096], n, Receive::Slices);
     assert_eq!(out.delivered, n);
-    assert_eq!(out.b.transactions.zero_copy_receives, 0);
+    assert_eq!(out.rx.transactions.zero_copy_receives, 0);
     assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
 }
 
@@ -299,7 +309,7 @@ fn a_frame_is_taken_over_once_duplicates_and_corruption_keep_theirs() {
 /// Exactly once under loss, duplication and reordering with the target
 /// taking frames over (the harness receives with `receive_burst` and
 /// checks every byte, delivery and completion): each push is stored, and
-/// taken over, once; Pull Data the other way is still copied.
+/// taken over, once; so is each Pull Data the other way.
 #[test]
 fn exactly_once_with_taken_frames_under_faults() {
     let mut pair = Pair::new(Setup {
@@ -329,4 +339,479 @@ fn exactly_once_with_taken_frames_under_faults() {
         "one frame taken per push, duplicates none"
     );
     assert_eq!(a.transactions.zero_copy_receives, 0, "pull requests copied");
+    assert_eq!(
+        b.transactions.zero_copy_pull_data, 50,
+        "Pull Data taken once"
+    );
+    assert_eq!(a.transactions.zero_copy_pull_data, 0);
+}
+
+/// `n` pulls by A from B, sizes cycling through `sizes`, `WINDOW` in
+/// flight, A taking its frames in as `receive` says. B's ULP serves each
+/// pull with `pattern(rsn, size)`; A's ULP checks every byte of the Pull
+/// Data and the tag, and recycles the data and the request.
+fn pulls(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
+    let (mut a, mut b, ca, cb) = engines();
+    let config = LoopbackConfig {
+        pool_size: POOL,
+        ..LoopbackConfig::default()
+    };
+    let (mut pa, mut pb) = Loopback::pair(config);
+    let mut now = Timestamp::from_micros(10);
+    let (mut rx, mut tx): (Vec<FrameBuf>, Vec<FrameBuf>) = (Vec::new(), Vec::new());
+    let mut expected: HashMap<u32, (u64, usize)> = HashMap::new();
+    // Pull Data B's ULP could not submit yet (no credits), retried.
+    let mut deferred: Vec<(Rsn, Vec<u8>)> = Vec::new();
+    let (mut submitted, mut completed) = (0u64, 0u64);
+    let mut allocated_warm = None;
+    let mut turns = 0;
+    let mut quiet = 0;
+    while completed < n || quiet < 20 {
+        turns += 1;
+        assert!(
+            turns < 1_000_000,
+            "no progress: {completed} of {n} completed"
+        );
+        if completed == n {
+            quiet += 1;
+        }
+        now = now + Duration::from_micros(1);
+        while submitted < n && submitted - completed < WINDOW {
+            let size = sizes[submitted as usize % sizes.len()];
+            let pull = Transaction::pull(submitted, size as u16, Vec::new());
+            match a.submit(now, ca, pull) {
+                Ok(rsn) => {
+                    expected.insert(rsn.value(), (submitted, size));
+                    submitted += 1;
+                }
+                Err(rejected) => {
+                    assert!(matches!(rejected.reason, RejectReason::NoResources(_)));
+                    break;
+                }
+            }
+        }
+        match receive {
+            Receive::Burst => {
+                a.receive_burst(now, &mut pa, &mut rx, 64);
+            }
+            Receive::Slices => {
+                pa.rx_burst(now, &mut rx, 64);
+                for mut frame in rx.drain(..) {
+                    a.handle_packet(now, frame.data_mut());
+                    pa.free(frame);
+                }
+            }
+        }
+        a.handle_timeout(now);
+        while let Some(event) = a.poll_event() {
+            let UlpEvent::Completion(c) = event else {
+                continue;
+            };
+            assert!(c.status.is_ok(), "{c:?}");
+            let (tag, size) = expected
+                .remove(&c.rsn.value())
+                .unwrap_or_else(|| panic!("{} completed twice or never sent", c.rsn));
+            assert_eq!(c.tag, tag);
+            assert_eq!(
+                c.data,
+                pattern(u64::from(c.rsn.value()), size),
+                "pull {tag} ({size} bytes)"
+            );
+            completed += 1;
+            if completed == n / 4 {
+                allocated_warm = Some(a.allocated_buffers());
+            }
+            a.recycle(c.data);
+            a.recycle(c.request);
+        }
+        a.transmit_burst(now, &mut pa, &mut tx);
+
+        b.receive_burst(now, &mut pb, &mut rx, 64);
+        b.handle_timeout(now);
+        while let Some(event) = b.poll_event() {
+            let UlpEvent::Request(r) = event else {
+                continue;
+            };
+            assert_eq!(r.kind, TransactionKind::Pull);
+            let data = pattern(u64::from(r.rsn.value()), usize::from(r.request_length));
+            deferred.push((r.rsn, data));
+            b.recycle(r.payload);
+        }
+        for (rsn, data) in core::mem::take(&mut deferred) {
+            if let Err(rejected) = b.submit_pull_data(now, cb, rsn, data) {
+                assert!(matches!(rejected.reason, RejectReason::NoResources(_)));
+                deferred.push((rsn, rejected.payload));
+            }
+        }
+        b.transmit_burst(now, &mut pb, &mut tx);
+        assert!(tx.is_empty(), "loopback line full");
+    }
+    assert!(expected.is_empty(), "every pull completed");
+    assert_eq!((pa.in_flight(), pb.in_flight()), (0, 0));
+    let (pool_drained, pool_full_size) = drain_pool(&mut pa, &mut pb, config.frame_capacity);
+    Outcome {
+        rx: a.stats(),
+        delivered: completed,
+        allocated_warm: allocated_warm.unwrap_or(0),
+        allocated_end: a.allocated_buffers(),
+        pool_drained,
+        pool_full_size,
+    }
+}
+
+#[test]
+fn large_pull_data_is_received_zero_copy_and_buffers_circulate() {
+    let n = 1_000;
+    let out = pulls(&[4096], n, Receive::Burst);
+    assert_eq!(out.delivered, n);
+    assert_eq!(out.rx.transactions.completed_ok(), n);
+    assert_eq!(
+        out.rx.transactions.zero_copy_pull_data, n,
+        "every 4 KiB Pull Data completed in its frame's buffer"
+    );
+    assert_eq!(out.rx.transactions.zero_copy_receives, 0, "no pushes");
+    assert_eq!(out.rx.drops.total(), 0);
+    assert_eq!(
+        out.allocated_end, out.allocated_warm,
+        "no allocation once warm"
+    );
+    assert!(
+        out.allocated_end <= 2 * WINDOW,
+        "{} spares",
+        out.allocated_end
+    );
+    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+}
+
+#[test]
+fn pull_data_threshold_splits_copies_from_exchanges() {
+    let n = 400;
+    let out = pulls(
+        &[ZERO_COPY_MIN_LEN - 1, ZERO_COPY_MIN_LEN, 64],
+        n - n % 3,
+        Receive::Burst,
+    );
+    assert_eq!(out.rx.transactions.zero_copy_pull_data, n / 3);
+    assert_eq!(out.allocated_end, out.allocated_warm, "copies recycled");
+    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+}
+
+#[test]
+fn pull_data_handed_in_as_slices_is_copied() {
+    let n = 300;
+    let out = pulls(&[4096], n, Receive::Slices);
+    assert_eq!(out.delivered, n);
+    assert_eq!(out.rx.transactions.zero_copy_pull_data, 0);
+    assert_eq!(out.allocated_end, out.allocated_warm, "copies recycled");
+    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+}
+
+/// Exactly once under loss, duplication and reordering with the initiator
+/// taking Pull Data frames over (the harness checks every byte and that
+/// each pull completes once, in RSN order when ordered): each Pull Data is
+/// stored, and taken over, once.
+#[test]
+fn pull_data_exactly_once_with_taken_frames_under_faults() {
+    for (ordering, seed) in [(OrderingMode::Ordered, 62), (OrderingMode::Unordered, 63)] {
+        let mut pair = Pair::new(Setup {
+            faults: faults(3, 3, 5),
+            ordering,
+            seed,
+            ..Setup::default()
+        });
+        let pulls = 200;
+        for _ in 0..pulls {
+            pair.queue(0, 0, TransactionKind::Pull, 4096);
+        }
+        for _ in 0..50 {
+            pair.queue(1, 0, TransactionKind::Push, 4096);
+        }
+        pair.run_to_completion(Duration::from_secs(2));
+        pair.assert_all_ok(0);
+        pair.assert_all_ok(1);
+        let (a, b) = (pair.nodes[0].engine.stats(), pair.nodes[1].engine.stats());
+        assert!(pair.nodes[1].port.stats().duplicated > 0, "duplicates sent");
+        assert!(
+            a.drops.get(DropReason::DuplicatePacket) > 0,
+            "duplicates reached the initiator and were dropped"
+        );
+        assert_eq!(a.transactions.completed_ok(), pulls);
+        assert_eq!(
+            a.transactions.zero_copy_pull_data, pulls,
+            "{ordering:?}: one frame taken per Pull Data, duplicates none"
+        );
+        assert_eq!(a.transactions.zero_copy_receives, 50, "pushes taken too");
+        assert_eq!(b.transactions.zero_copy_pull_data, 0);
+    }
+}
+
+/// A frame and its length.
+type Frame = (Vec<u8>, usize);
+
+/// Every frame `engine` has to send now, each in its own frame-sized
+/// buffer.
+fn transmit_all(engine: &mut Engine, now: Timestamp) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    loop {
+        let mut frame = vec![0u8; 9216];
+        match engine.poll_transmit(now, &mut frame) {
+            Some(len) => frames.push((frame, len)),
+            None => return frames,
+        }
+    }
+}
+
+/// A's pulls of `sizes` bytes, their Pull Requests delivered to B. Returns
+/// B's requests in RSN order.
+fn pull_requests(
+    a: &mut Engine,
+    b: &mut Engine,
+    ca: ConnectionHandle,
+    now: Timestamp,
+    sizes: &[u16],
+) -> Vec<Request> {
+    for (tag, &size) in sizes.iter().enumerate() {
+        a.submit(now, ca, Transaction::pull(tag as u64, size, Vec::new()))
+            .expect("submit");
+    }
+    for (mut frame, len) in transmit_all(a, now) {
+        b.handle_frame(now, &mut frame, len);
+    }
+    let mut requests = Vec::new();
+    while let Some(event) = b.poll_event() {
+        if let UlpEvent::Request(r) = event {
+            requests.push(r);
+        }
+    }
+    assert_eq!(requests.len(), sizes.len());
+    requests
+}
+
+/// B serves `request` with `pattern(rsn, length)`; the frames it sends then
+/// (the Pull Data, and any ACK), and the index of the Pull Data (the
+/// longest).
+fn serve(
+    b: &mut Engine,
+    cb: ConnectionHandle,
+    now: Timestamp,
+    request: &Request,
+) -> (Vec<Frame>, usize) {
+    let data = pattern(
+        u64::from(request.rsn.value()),
+        usize::from(request.request_length),
+    );
+    b.submit_pull_data(now, cb, request.rsn, data)
+        .expect("Pull Data");
+    let frames = transmit_all(b, now);
+    let data = (0..frames.len())
+        .max_by_key(|&i| frames[i].1)
+        .expect("B sent something");
+    (frames, data)
+}
+
+fn completions(engine: &mut Engine) -> Vec<Completion> {
+    let mut done = Vec::new();
+    while let Some(event) = engine.poll_event() {
+        if let UlpEvent::Completion(c) = event {
+            done.push(c);
+        }
+    }
+    done
+}
+
+/// The Pull Data frame is taken over once: a corrupted copy before it and
+/// a duplicate after it are dropped before anything is stored and keep
+/// their buffers; the completion's data is the frame's own buffer, which
+/// becomes a spare once recycled.
+#[test]
+fn a_pull_data_frame_is_taken_over_once_duplicates_and_corruption_keep_theirs() {
+    let (mut a, mut b, ca, cb) = engines();
+    let now = Timestamp::from_micros(10);
+    let requests = pull_requests(&mut a, &mut b, ca, now, &[4096]);
+    let (mut frames, i) = serve(&mut b, cb, now, &requests[0]);
+    let (mut frame, len) = core::mem::take(&mut frames[i]);
+    let mut duplicate = frame.clone();
+    let mut corrupted = frame.clone();
+    corrupted[len / 2] ^= 0x10;
+    let (original, copy, bad) = (frame.as_ptr(), duplicate.as_ptr(), corrupted.as_ptr());
+
+    a.handle_frame(now, &mut corrupted, len);
+    assert_eq!(
+        corrupted.as_ptr(),
+        bad,
+        "a frame failing the ICV is not taken"
+    );
+    for (mut other, len) in frames.into_iter().filter(|f| f.1 > 0) {
+        a.handle_frame(now, &mut other, len);
+    }
+    a.handle_frame(now, &mut frame, len);
+    assert_ne!(frame.as_ptr(), original, "taken over");
+    assert_eq!(frame.len(), 9216, "a frame-sized spare in its place");
+    a.handle_frame(now, &mut duplicate, len);
+    assert_eq!(duplicate.as_ptr(), copy, "a duplicate is not taken");
+
+    let stats = a.stats();
+    assert_eq!(stats.transactions.zero_copy_pull_data, 1);
+    // The Pull Data moved the data window's base on: its duplicate is
+    // behind it.
+    assert_eq!(stats.drops.get(DropReason::StalePacket), 1);
+    assert_eq!(stats.drops.total(), 2, "{:?}", stats.drops);
+    let mut done = completions(&mut a);
+    assert_eq!(done.len(), 1, "completed once");
+    let c = done.pop().expect("one completion");
+    assert_eq!(c.status, CompletionStatus::Ack);
+    assert_eq!(c.data, pattern(u64::from(c.rsn.value()), 4096));
+    assert_eq!(c.data.buffer().as_ptr(), original, "in the frame's buffer");
+    a.recycle(c.data);
+    assert_eq!(a.cached_frame_buffers(), 1, "the frame is a spare now");
+}
+
+/// Ordered: Pull Data arriving ahead of its turn takes its frame and is
+/// held there (no completion) until the pulls before it complete, then all
+/// complete in RSN order, each in its own frame's buffer.
+#[test]
+fn pull_data_out_of_rsn_order_is_held_in_its_frame_until_its_turn() {
+    let (mut a, mut b, ca, cb) = engines();
+    let now = Timestamp::from_micros(10);
+    let requests = pull_requests(&mut a, &mut b, ca, now, &[4096, 2048, 1024]);
+    let mut served: Vec<(Vec<Frame>, usize)> =
+        requests.iter().map(|r| serve(&mut b, cb, now, r)).collect();
+    // A duplicate of the last Pull Data, arriving while it is held.
+    let (mut duplicate, dup_len) = served[2].0[served[2].1].clone();
+    let mut ptrs = Vec::new();
+    for (k, (frames, i)) in served.iter_mut().enumerate().rev() {
+        ptrs.push(frames[*i].0.as_ptr());
+        for (j, (frame, len)) in frames.iter_mut().enumerate() {
+            let ptr = frame.as_ptr();
+            a.handle_frame(now, frame, *len);
+            assert_eq!(frame.as_ptr() != ptr, j == *i, "only the Pull Data taken");
+        }
+        if k == 2 {
+            let ptr = duplicate.as_ptr();
+            a.handle_frame(now, &mut duplicate, dup_len);
+            assert_eq!(duplicate.as_ptr(), ptr, "a duplicate is not taken");
+            assert_eq!(a.stats().drops.get(DropReason::DuplicatePacket), 1);
+        }
+        if k > 0 {
+            assert!(completions(&mut a).is_empty(), "RSN {k} held for its turn");
+        }
+    }
+    ptrs.reverse();
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 3);
+    for (k, c) in done.iter().enumerate() {
+        assert_eq!(c.rsn, requests[k].rsn, "RSN order");
+        assert_eq!(c.status, CompletionStatus::Ack);
+        let len = usize::from(requests[k].request_length);
+        assert_eq!(c.data, pattern(u64::from(c.rsn.value()), len));
+        assert_eq!(c.data.buffer().as_ptr(), ptrs[k], "in its frame");
+    }
+    assert_eq!(a.stats().transactions.zero_copy_pull_data, 3);
+    assert_eq!(a.stats().drops.total(), 1, "the duplicate");
+}
+
+/// The connection closes while Pull Data is held for its turn: the pull
+/// before it completes with kCmplDeadConn, the held one completes once
+/// with its data (already received) in its frame, which the ULP can
+/// recycle; nothing panics and nothing else holds the frame.
+#[test]
+fn closing_a_connection_with_held_pull_data_neither_leaks_nor_panics() {
+    let (mut a, mut b, ca, cb) = engines();
+    let now = Timestamp::from_micros(10);
+    let requests = pull_requests(&mut a, &mut b, ca, now, &[4096, 4096]);
+    let (mut frames, i) = serve(&mut b, cb, now, &requests[1]);
+    let held = frames[i].0.as_ptr();
+    for (frame, len) in frames.iter_mut() {
+        a.handle_frame(now, frame, *len);
+    }
+    assert!(completions(&mut a).is_empty(), "held behind RSN 0");
+    assert_eq!(a.stats().transactions.zero_copy_pull_data, 1);
+
+    a.close(now, ca);
+    let done = completions(&mut a);
+    let statuses: Vec<_> = done.iter().map(|c| (c.rsn, c.status)).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            (requests[0].rsn, CompletionStatus::DeadConnection),
+            (requests[1].rsn, CompletionStatus::Ack),
+        ]
+    );
+    assert!(done[0].data.is_empty());
+    assert_eq!(
+        done[1].data,
+        pattern(u64::from(requests[1].rsn.value()), 4096)
+    );
+    assert_eq!(done[1].data.buffer().as_ptr(), held);
+    for c in done {
+        a.recycle(c.data);
+    }
+    assert_eq!(a.cached_frame_buffers(), 1, "the held frame came back");
+
+    // The Pull Data for the failed pull arrives after the close: dropped
+    // before anything looks at it, its frame kept.
+    let (mut frames, i) = serve(&mut b, cb, now, &requests[0]);
+    let (frame, len) = &mut frames[i];
+    let ptr = frame.as_ptr();
+    a.handle_frame(now, frame, *len);
+    assert_eq!(frame.as_ptr(), ptr, "not taken");
+    assert_eq!(a.stats().transactions.zero_copy_pull_data, 1);
+    assert!(completions(&mut a).is_empty());
+}
+
+/// Pull Data for a pull that already completed (timed out): acknowledged
+/// and dropped as unmatched, its frame kept, no second completion.
+#[test]
+fn pull_data_for_a_completed_pull_keeps_its_frame() {
+    let (mut a, mut b, ca, cb) = engines();
+    let now = Timestamp::from_micros(10);
+    let requests = pull_requests(&mut a, &mut b, ca, now, &[4096]);
+    let (mut frames, _) = serve(&mut b, cb, now, &requests[0]);
+    let later = now + Duration::from_millis(1_100);
+    a.handle_timeout(later);
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].status, CompletionStatus::LocalTimeout);
+
+    let ptrs: Vec<_> = frames.iter().map(|f| f.0.as_ptr()).collect();
+    for (frame, len) in frames.iter_mut() {
+        a.handle_frame(later, frame, *len);
+    }
+    let kept: Vec<_> = frames.iter().map(|f| f.0.as_ptr()).collect();
+    assert_eq!(kept, ptrs, "nothing taken");
+    let stats = a.stats();
+    assert_eq!(
+        stats.drops.get(DropReason::UnmatchedPullData),
+        1,
+        "{:?}",
+        stats.drops
+    );
+    assert_eq!(stats.transactions.zero_copy_pull_data, 0);
+    assert!(completions(&mut a).is_empty(), "no second completion");
+}
+
+/// The target ULP completes a pull in error (CIE): a zero-length Pull Data
+/// (§8.5.3.5), which completes the pull with kCmplTargetCIE and takes no
+/// frame.
+#[test]
+fn a_zero_length_pull_data_completes_in_error_and_takes_no_frame() {
+    let (mut a, mut b, ca, cb) = engines();
+    let now = Timestamp::from_micros(10);
+    let requests = pull_requests(&mut a, &mut b, ca, now, &[4096]);
+    let nack = UlpNack::CompletionInError { ulp_nack_code: 9 };
+    b.ulp_nack(now, cb, requests[0].rsn, nack).expect("CIE");
+    let mut frames = transmit_all(&mut b, now);
+    assert!(!frames.is_empty());
+    let ptrs: Vec<_> = frames.iter().map(|f| f.0.as_ptr()).collect();
+    for (frame, len) in frames.iter_mut() {
+        a.handle_frame(now, frame, *len);
+    }
+    let kept: Vec<_> = frames.iter().map(|f| f.0.as_ptr()).collect();
+    assert_eq!(kept, ptrs, "nothing taken");
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].status, CompletionStatus::TargetCompletionInError);
+    assert!(done[0].data.is_empty());
+    assert_eq!(a.stats().transactions.zero_copy_pull_data, 0);
+    assert_eq!(a.stats().drops.total(), 0);
 }
