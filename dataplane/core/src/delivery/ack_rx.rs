@@ -11,10 +11,10 @@ use core::time::Duration;
 
 use crate::delivery::connection::DeliveryConnection;
 use crate::delivery::events::{ConnectionError, Event, RxOutcome};
-use crate::delivery::packet::{RxMeta, SentKind};
+use crate::delivery::packet::{PayloadHandle, RxMeta, SentKind};
 use crate::delivery::rue_iface::AckSample;
 use crate::drop::DropReason;
-use crate::seq::Psn;
+use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::wire::{BackRepr, EackRepr, FalconTime32, NackCode, NackRepr, ResyncCode, Window};
 
@@ -178,6 +178,31 @@ impl DeliveryConnection {
             handle: slot.handle,
         });
         RxOutcome::Processed
+    }
+
+    /// The next event if it is an [`Event::Acked`] whose payload `mine`
+    /// accepts, as its RSN and kind; otherwise `None`, and the event stays
+    /// first. A cumulative ACK queues one `Acked` per packet (~64 pushes per
+    /// BACK in `push64_psp_profile`): the layer above walks the run of its
+    /// own with this instead of dispatching each event on its own.
+    #[inline]
+    pub fn poll_acked(&mut self, mine: impl Fn(PayloadHandle) -> bool) -> Option<(Rsn, SentKind)> {
+        match self.events.front() {
+            Some(&Event::Acked {
+                rsn, kind, handle, ..
+            }) if mine(handle) => {
+                self.events.pop_front();
+                Some((rsn, kind))
+            }
+            _ => None,
+        }
+    }
+
+    /// Queues `event` as if this sublayer had produced it (tests of the
+    /// layer above that script event sequences).
+    #[cfg(test)]
+    pub(crate) fn push_event(&mut self, event: Event) {
+        self.events.push_back(event);
     }
 
     /// §9.2.3: discard if either base is older than ours (`Ok(None)`),

@@ -199,7 +199,7 @@ impl Engine {
                 } => match role(handle) {
                     Role::Initiator => {
                         let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
-                        initiator.on_acked(&mut ctx, rsn, kind);
+                        initiator.on_acked_run(&mut ctx, rsn, kind);
                     }
                     Role::Target => {
                         let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);

@@ -231,6 +231,18 @@ impl Demand {
         true
     }
 
+    /// Adds the lanes of `demand` that `lanes` selects (all ones or zero per
+    /// lane, e.g. [`TX_LANES`]): a caller completing a run of transactions
+    /// sums what they free and releases it once
+    /// ([`Ctx::release`](crate::transaction::Ctx::release)). Wrapping, as
+    /// the release that subtracts the sum.
+    #[inline]
+    pub(crate) fn add_lanes(&mut self, demand: &Demand, lanes: [u32; 8]) {
+        for ((owed, units), lane) in self.units.iter_mut().zip(&demand.units).zip(lanes) {
+            *owed = owed.wrapping_add(units & lane);
+        }
+    }
+
     /// The lanes of `mask` (all ones or zero per lane).
     const fn masked(&self, mask: [u32; 8]) -> Demand {
         let mut d = *self;

@@ -15,7 +15,8 @@ use std::collections::VecDeque;
 use core::time::Duration;
 
 use crate::delivery::{
-    Arrival, DeliveryConnection, OrderingMode, OutgoingPacket, PacketKind, SentKind, SubmitError,
+    Arrival, DeliveryConnection, OrderingMode, OutgoingPacket, PacketKind, PayloadHandle, SentKind,
+    SubmitError,
 };
 use crate::drop::DropReason;
 use crate::resources::{Demand, ALL_LANES, RX_LANES, TX_LANES};
@@ -26,7 +27,7 @@ use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     Completion, CompletionStatus, RejectReason, Rejected, Transaction, TransactionKind, UlpEvent,
 };
-use crate::transaction::{payload_handle, Ctx, Role};
+use crate::transaction::{decode_handle, payload_handle, Ctx, Role};
 use crate::wire::{NackCode, ResyncCode};
 
 /// Initiator transaction states (OCP Falcon 0.9 §8.4.1, table p.47–48).
@@ -342,8 +343,42 @@ impl Initiator {
 
     /// Our packet for `rsn` (or the Resync that replaced it) was
     /// acknowledged: it left the retransmit buffer.
-    #[inline]
     pub fn on_acked(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
+        let mut owed = Demand::ZERO;
+        self.acknowledge(ctx, rsn, sent, &mut owed);
+        ctx.release(&owed);
+        self.retire(ctx);
+    }
+
+    /// [`on_acked`](Self::on_acked) for `rsn`, then for each acknowledgement
+    /// of ours at the front of the delivery sublayer's events: a cumulative
+    /// ACK releases a run of packets (~64 pushes per BACK in
+    /// `push64_psp_profile`), walked here with one context, one release of
+    /// the resources they held and one pass retiring the finished slots.
+    /// Each packet is otherwise handled exactly as `on_acked` handles it
+    /// (same completions, same order, same request handback); the run stops
+    /// at the first other event, which the engine dispatches as usual.
+    /// With the summed release: `dispatch_delivery_events` 365 → 286
+    /// instructions per transaction inclusive, 6 215 → 6 159 in all
+    /// (callgrind, `push64_psp_profile`; see also `retire` and
+    /// `complete_slot`).
+    pub fn on_acked_run(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
+        let mut owed = Demand::ZERO;
+        self.acknowledge(ctx, rsn, sent, &mut owed);
+        while let Some((rsn, sent)) = ctx.delivery.poll_acked(is_ours) {
+            self.acknowledge(ctx, rsn, sent, &mut owed);
+        }
+        ctx.release(&owed);
+        self.retire(ctx);
+    }
+
+    /// [`on_acked`](Self::on_acked) but for retiring the finished slots at
+    /// the front and returning resources: what it frees is added to `owed`.
+    /// Deferring both to the end of a run changes nothing the run can see:
+    /// slots are found by RSN wherever the front is, and nothing in it reads
+    /// the pools.
+    #[inline(always)]
+    fn acknowledge(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind, owed: &mut Demand) {
         let Some(index) = self.index(rsn) else {
             return;
         };
@@ -377,8 +412,8 @@ impl Initiator {
                 ctx.shared.buffers.give(request);
             }
             // The usual push: acknowledged with its outcome, and the next to
-            // complete. It completes here, releasing the Tx and Rx parts of
-            // its demand at once, just as `settle` would complete it first
+            // complete. It completes here, owing the Tx and Rx parts of its
+            // demand at once, just as `settle` would complete it first
             // (ordered: it is at BRSN; unordered: `settle` completes `rsn`
             // first). One release instead of two: 6 278 → 6 247
             // instructions per transaction (callgrind, `push64_psp_profile`).
@@ -386,12 +421,12 @@ impl Initiator {
                 && slot.outcome.is_some()
                 && (self.ordering == OrderingMode::Unordered || rsn == self.brsn);
             if completes_now {
-                self.complete(ctx, index, ALL_LANES);
+                complete_slot(ctx, slot, rsn, ALL_LANES, owed);
             } else {
-                ctx.release_lanes(&slot.demand, TX_LANES);
+                owed.add_lanes(&slot.demand, TX_LANES);
             }
         }
-        self.settle(ctx, rsn);
+        self.complete_ready(ctx, rsn, owed);
     }
 
     /// The target NACKed our packet `rsn` with CIE, NRE, invalid CID or xLR
@@ -581,8 +616,17 @@ impl Initiator {
     /// connections every transaction from BRSN on that has an outcome, in
     /// RSN order (§8.4.2); on unordered ones `rsn` itself. Then retires the
     /// finished slots at the front.
-    #[inline]
     fn settle(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        let mut owed = Demand::ZERO;
+        self.complete_ready(ctx, rsn, &mut owed);
+        ctx.release(&owed);
+        self.retire(ctx);
+    }
+
+    /// [`settle`](Self::settle) but for retiring and returning resources:
+    /// the Rx parts of the demands of what it completes are added to `owed`.
+    #[inline(always)]
+    fn complete_ready(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, owed: &mut Demand) {
         match self.ordering {
             OrderingMode::Ordered => {
                 while let Some(index) = self.index(self.brsn) {
@@ -591,14 +635,14 @@ impl Initiator {
                         if slot.outcome.is_none() {
                             break;
                         }
-                        self.complete(ctx, index, RX_LANES);
+                        self.complete(ctx, index, RX_LANES, owed);
                     }
                     self.brsn = self.brsn.next();
                 }
             }
             OrderingMode::Unordered => {
                 if let Some(index) = self.index(rsn).filter(|&i| !self.slots[i].completed) {
-                    self.complete(ctx, index, RX_LANES);
+                    self.complete(ctx, index, RX_LANES, owed);
                 }
                 while let Some(index) = self.index(self.brsn) {
                     if !self.slots[index].completed {
@@ -608,71 +652,397 @@ impl Initiator {
                 }
             }
         }
+    }
+
+    /// Retires the finished slots at the front (completed, and their packet
+    /// out of the retransmit buffer).
+    #[inline]
+    fn retire(&mut self, ctx: &mut Ctx<'_>) {
         while let Some(front) = self.slots.front() {
             if !front.completed || front.tx_held {
                 break;
             }
             if let Some(front) = self.slots.pop_front() {
-                ctx.shared.buffers.give(core::mem::take(&mut front.request));
-                front.data = Payload::new();
+                // Both are normally empty by now (the completion or the ACK
+                // after it took them): test before writing. 6 159 → 6 146
+                // instructions per transaction (callgrind,
+                // `push64_psp_profile`).
+                if front.request.capacity() > 0 {
+                    ctx.shared.buffers.give(core::mem::take(&mut front.request));
+                }
+                if !front.data.buffer().is_empty() {
+                    front.data = Payload::new();
+                }
             }
             self.retired = self.retired.next();
         }
     }
 
     /// Hands slot `index`'s completion to the ULP if it has an outcome and
-    /// has not completed (PushCplTx / PullDataUlpTx), releasing the `lanes`
-    /// of its demand: its Rx part, or all of it when the caller released
-    /// the Tx part at the same time.
+    /// has not completed (PushCplTx / PullDataUlpTx), adding the `lanes` of
+    /// its demand to `owed`: its Rx part, or all of it when the caller
+    /// frees the Tx part at the same time.
     #[inline]
-    fn complete(&mut self, ctx: &mut Ctx<'_>, index: usize, lanes: [u32; 8]) {
+    fn complete(&mut self, ctx: &mut Ctx<'_>, index: usize, lanes: [u32; 8], owed: &mut Demand) {
         let rsn = self.retired.wrapping_add(index as u32);
-        let slot = &mut self.slots[index];
-        if slot.completed {
-            return;
-        }
-        let Some((status, ulp_nack_code)) = slot.outcome else {
-            return;
-        };
-        slot.completed = true;
-        slot.state = match slot.kind {
-            TransactionKind::Pull => InitiatorState::PullDataUlpTx,
-            TransactionKind::Push => InitiatorState::PushCplTx,
-        };
-        // The request goes back to the ULP unless a retransmission may still
-        // copy from it.
-        let request = if slot.tx_held {
-            Vec::new()
-        } else {
-            core::mem::take(&mut slot.request)
-        };
-        let data = core::mem::take(&mut slot.data);
-        let stats = &mut ctx.shared.stats;
-        stats.completions[usize::from(status.code())] += 1;
-        if status.is_ok() {
-            match slot.kind {
-                TransactionKind::Push => {
-                    stats.push_bytes_completed += u64::from(slot.request_length)
-                }
-                TransactionKind::Pull => stats.pull_bytes_completed += data.len() as u64,
-            }
-        }
-        let event = UlpEvent::Completion(Completion {
-            connection: ctx.connection,
-            rsn,
-            tag: slot.tag,
-            kind: slot.kind,
-            status,
-            ulp_nack_code,
-            data,
-            request,
-        });
-        ctx.release_lanes(&slot.demand, lanes);
-        ctx.shared.events.push_back(event);
+        complete_slot(ctx, &mut self.slots[index], rsn, lanes, owed);
     }
 
     fn index(&self, rsn: Rsn) -> Option<usize> {
         let offset = rsn.offset_from(self.retired);
         (offset >= 0 && (offset as usize) < self.slots.len()).then_some(offset as usize)
+    }
+}
+
+/// [`Initiator::complete`] of `slot`, which holds `rsn`. Inlined where a
+/// push completes on its ACK (the common case): the call, its register
+/// saves and finding the slot again cost ~34 instructions per transaction
+/// (6 146 → 6 112, callgrind, `push64_psp_profile`).
+#[inline(always)]
+fn complete_slot(ctx: &mut Ctx<'_>, slot: &mut Slot, rsn: Rsn, lanes: [u32; 8], owed: &mut Demand) {
+    if slot.completed {
+        return;
+    }
+    let Some((status, ulp_nack_code)) = slot.outcome else {
+        return;
+    };
+    slot.completed = true;
+    slot.state = match slot.kind {
+        TransactionKind::Pull => InitiatorState::PullDataUlpTx,
+        TransactionKind::Push => InitiatorState::PushCplTx,
+    };
+    // The request goes back to the ULP unless a retransmission may still
+    // copy from it.
+    let request = if slot.tx_held {
+        Vec::new()
+    } else {
+        core::mem::take(&mut slot.request)
+    };
+    let data = core::mem::take(&mut slot.data);
+    let stats = &mut ctx.shared.stats;
+    stats.completions[usize::from(status.code())] += 1;
+    if status.is_ok() {
+        match slot.kind {
+            TransactionKind::Push => stats.push_bytes_completed += u64::from(slot.request_length),
+            TransactionKind::Pull => stats.pull_bytes_completed += data.len() as u64,
+        }
+    }
+    let event = UlpEvent::Completion(Completion {
+        connection: ctx.connection,
+        rsn,
+        tag: slot.tag,
+        kind: slot.kind,
+        status,
+        ulp_nack_code,
+        data,
+        request,
+    });
+    owed.add_lanes(&slot.demand, lanes);
+    ctx.shared.events.push_back(event);
+}
+
+/// Whether a payload handle names one of the initiator's packets.
+fn is_ours(handle: PayloadHandle) -> bool {
+    decode_handle(handle).0 == Role::Initiator
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::delivery::{ConnectionParams, DeliveryConfig, Event};
+    use crate::engine::ConnectionHandle;
+    use crate::ids::{ConnectionId, DestinationFunction};
+    use crate::resources::{Account, Credit, ResourceConfig, Resources};
+    use crate::transaction::{Shared, Transaction, TransactionConfig};
+    use crate::wire::{PacketType, ProtocolType, RnrTimeout, Window};
+
+    /// An initiator over a delivery sublayer whose events the test scripts.
+    struct Harness {
+        delivery: DeliveryConnection,
+        account: Account,
+        shared: Shared,
+        initiator: Initiator,
+        now: Timestamp,
+    }
+
+    impl Harness {
+        fn new(ordering: OrderingMode) -> Self {
+            let params = ConnectionParams {
+                connection_id: ConnectionId::truncating(1),
+                peer_connection_id: ConnectionId::truncating(2),
+                destination_function: DestinationFunction::truncating(3),
+                protocol: ProtocolType::Rdma,
+                ordering,
+                tx_request_psn: Psn::new(0),
+                tx_data_psn: Psn::new(0),
+                rx_request_psn: Psn::new(0),
+                rx_data_psn: Psn::new(0),
+                seed: 1,
+            };
+            let mut resources = Resources::new(ResourceConfig::default());
+            let account = resources.open_account(None, 0, 0);
+            Harness {
+                delivery: DeliveryConnection::new(&DeliveryConfig::default(), params),
+                account,
+                shared: Shared::new(resources, TransactionConfig::default()),
+                initiator: Initiator::new(
+                    ordering,
+                    Rsn::new(u32::MAX - 20),
+                    core::time::Duration::from_secs(1),
+                ),
+                now: Timestamp::from_micros(10),
+            }
+        }
+
+        fn ctx(&mut self) -> (&mut Initiator, Ctx<'_>) {
+            (
+                &mut self.initiator,
+                Ctx {
+                    now: self.now,
+                    connection: ConnectionHandle {
+                        index: 0,
+                        generation: 0,
+                    },
+                    delivery: &mut self.delivery,
+                    account: &mut self.account,
+                    shared: &mut self.shared,
+                },
+            )
+        }
+
+        /// Hands the queued events to the initiator as the engine's
+        /// dispatch does: runs of its acknowledgements through
+        /// `on_acked_run` (`batched`) or each through `on_acked`.
+        fn dispatch(&mut self, batched: bool) {
+            while let Some(event) = self.delivery.poll_event() {
+                let (initiator, mut ctx) = self.ctx();
+                match event {
+                    Event::Acked {
+                        rsn, kind, handle, ..
+                    } if is_ours(handle) => {
+                        if batched {
+                            initiator.on_acked_run(&mut ctx, rsn, kind);
+                        } else {
+                            initiator.on_acked(&mut ctx, rsn, kind);
+                        }
+                    }
+                    Event::Nacked {
+                        rsn,
+                        code,
+                        ulp_nack_code,
+                        ..
+                    } => initiator.on_nacked(rsn, code, ulp_nack_code),
+                    Event::RetransmitExhausted { rsn, .. } => initiator.on_exhausted(&mut ctx, rsn),
+                    Event::Resynced {
+                        rsn,
+                        original: PacketType::PullData,
+                        ..
+                    } => initiator.on_pull_data_resynced(&mut ctx, rsn),
+                    _ => {}
+                }
+            }
+        }
+
+        /// Everything the ULP and the pools can see.
+        fn observed(&mut self) -> impl PartialEq + core::fmt::Debug {
+            let events: Vec<_> = self.shared.events.drain(..).collect();
+            let used: Vec<u32> = Credit::ALL
+                .iter()
+                .map(|&c| self.shared.resources.used(c))
+                .collect();
+            (
+                events,
+                used,
+                self.shared.stats,
+                self.shared.buffers.cached(),
+                self.initiator.rsns(),
+                self.initiator.outstanding(),
+            )
+        }
+    }
+
+    /// What a packet of the initiator's can still go through: its
+    /// transaction packet is outstanding, or a Resync replaced it.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Packet {
+        Outstanding,
+        Resyncing(ResyncCode),
+        Gone,
+    }
+
+    /// The events `ops` (pairs of an action and a transaction) script for
+    /// transactions of `kinds` (true: pull) with RSNs from `first`, in
+    /// batches: every packet leaves the retransmit buffer once (ACKed, or
+    /// NACKed or exhausted and its Resync ACKed), as the delivery sublayer
+    /// guarantees; a Pull Data may be resynced away (and is, at the end, if
+    /// it has not been: this initiator gets no Pull Data); the target's
+    /// packets and RNR notifications cut the runs.
+    fn script(first: Rsn, kinds: &[bool], ops: &[(u8, usize)]) -> Vec<Vec<Event>> {
+        let mut packets = vec![Packet::Outstanding; kinds.len()];
+        let mut pull_data_resynced = vec![false; kinds.len()];
+        let mut batches = vec![Vec::new()];
+        let original = |i: usize| {
+            if kinds[i] {
+                PacketKind::PullRequest
+            } else {
+                PacketKind::PushData
+            }
+        };
+        let window = |i: usize| original(i).window();
+        let ack = |i: usize, kind: SentKind| {
+            let rsn = first.wrapping_add(i as u32);
+            Event::Acked {
+                window: window(i),
+                psn: Psn::new(i as u32),
+                rsn,
+                kind,
+                handle: payload_handle(Role::Initiator, rsn),
+            }
+        };
+        let all = ops
+            .iter()
+            .copied()
+            .chain((0..kinds.len()).flat_map(|i| [(0, i), (0, i), (6, i)]));
+        for (action, i) in all {
+            let i = i % kinds.len();
+            let rsn = first.wrapping_add(i as u32);
+            let batch = batches.last_mut().expect("one batch at least");
+            match (action, packets[i]) {
+                (0..=3, Packet::Outstanding) => {
+                    batch.push(ack(i, SentKind::Transaction(original(i))));
+                    packets[i] = Packet::Gone;
+                }
+                (0..=3, Packet::Resyncing(code)) => {
+                    let original = original(i);
+                    batch.push(ack(i, SentKind::Resync { code, original }));
+                    packets[i] = Packet::Gone;
+                }
+                (4, Packet::Outstanding) => {
+                    let (code, resync) = [
+                        (
+                            NackCode::UlpCompletionInError,
+                            ResyncCode::TargetUlpCompletionInError,
+                        ),
+                        (
+                            NackCode::UlpNonRecoverableError,
+                            ResyncCode::TargetUlpNonRecoverableError,
+                        ),
+                        (NackCode::InvalidCid, ResyncCode::TargetUlpInvalidCid),
+                        (NackCode::XlrDrop, ResyncCode::RemoteXlrFlow),
+                    ][i % 4];
+                    batch.push(Event::Nacked {
+                        window: window(i),
+                        psn: Psn::new(i as u32),
+                        rsn,
+                        code,
+                        ulp_nack_code: i as u8,
+                        handle: payload_handle(Role::Initiator, rsn),
+                    });
+                    packets[i] = Packet::Resyncing(resync);
+                }
+                (5, Packet::Outstanding) => {
+                    batch.push(Event::RetransmitExhausted {
+                        window: window(i),
+                        psn: Psn::new(i as u32),
+                        rsn,
+                        handle: payload_handle(Role::Initiator, rsn),
+                    });
+                    packets[i] = Packet::Resyncing(ResyncCode::RetransmissionExhausted);
+                }
+                (6, _) if kinds[i] && !pull_data_resynced[i] => {
+                    pull_data_resynced[i] = true;
+                    batch.push(Event::Resynced {
+                        window: Window::Data,
+                        psn: Psn::new(i as u32),
+                        rsn,
+                        code: ResyncCode::TargetUlpCompletionInError,
+                        original: PacketType::PullData,
+                    });
+                }
+                (7, _) => batch.push(Event::Acked {
+                    window: Window::Data,
+                    psn: Psn::new(i as u32),
+                    rsn,
+                    kind: SentKind::Transaction(PacketKind::PullData),
+                    handle: payload_handle(Role::Target, rsn),
+                }),
+                (8, _) => batch.push(Event::ReceiverNotReady {
+                    psn: Psn::new(i as u32),
+                    rsn,
+                    timeout: RnrTimeout::LONGEST,
+                    ulp_nack_code: 0,
+                }),
+                (9, _) => batches.push(Vec::new()),
+                _ => {}
+            }
+        }
+        batches
+    }
+
+    /// Replays the script of `ops` on two initiators, one walking runs of
+    /// acknowledgements with `on_acked_run`, the other taking every event
+    /// on its own with `on_acked`: the ULP, the pools and the counters see
+    /// the same after every batch.
+    fn same_as_per_event(ordering: OrderingMode, kinds: &[bool], ops: &[(u8, usize)]) {
+        let [mut batched, mut single] = [Harness::new(ordering), Harness::new(ordering)];
+        let mut first = None;
+        for (i, &pull) in kinds.iter().enumerate() {
+            for h in [&mut batched, &mut single] {
+                let now = h.now;
+                let (initiator, mut ctx) = h.ctx();
+                let payload = vec![i as u8; 8 + i % 5];
+                let transaction = if pull {
+                    Transaction::pull(i as u64, 16, payload)
+                } else {
+                    Transaction::push(i as u64, payload)
+                };
+                let rsn = initiator.submit(&mut ctx, transaction).expect("credits");
+                initiator.on_first_transmit(now, rsn, Psn::new(i as u32));
+                first.get_or_insert(rsn);
+            }
+        }
+        let first = first.expect("one transaction at least");
+        for batch in script(first, kinds, ops) {
+            for (h, batched_side) in [(&mut batched, true), (&mut single, false)] {
+                for &event in &batch {
+                    h.delivery.push_event(event);
+                }
+                h.dispatch(batched_side);
+            }
+            assert_eq!(batched.observed(), single.observed());
+        }
+        // Every transaction completed, and everything went back.
+        assert_eq!(batched.initiator.outstanding(), 0);
+        assert!(Credit::ALL
+            .iter()
+            .all(|&c| batched.shared.resources.used(c) == 0));
+    }
+
+    proptest! {
+        /// Pushes, pulls, NACKs, exhaustions, resynced Pull Data and the
+        /// target's events, in any order and any batching, on both kinds of
+        /// connection.
+        #[test]
+        fn acknowledgement_runs_match_single_events(
+            ordered in any::<bool>(),
+            kinds in proptest::collection::vec(any::<bool>(), 1..40),
+            ops in proptest::collection::vec((0u8..12, 0usize..40), 0..160),
+        ) {
+            let ordering = if ordered { OrderingMode::Ordered } else { OrderingMode::Unordered };
+            same_as_per_event(ordering, &kinds, &ops);
+        }
+    }
+
+    /// The common case, spelled out: one cumulative ACK of a window of
+    /// pushes, with a NACKed push, its Resync and a pull resynced away among
+    /// them.
+    #[test]
+    fn a_window_of_pushes_in_one_run() {
+        let kinds: Vec<bool> = (0..64).map(|i| i == 10).collect();
+        let ops = [(4, 3), (6, 10), (9, 0), (0, 3), (0, 10)];
+        same_as_per_event(OrderingMode::Ordered, &kinds, &ops);
+        same_as_per_event(OrderingMode::Unordered, &kinds, &ops);
     }
 }
