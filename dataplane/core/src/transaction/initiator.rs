@@ -751,12 +751,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::delivery::{ConnectionParams, DeliveryConfig, Event};
+    use crate::delivery::{DeliveryConfig, Event};
     use crate::engine::ConnectionHandle;
-    use crate::ids::{ConnectionId, DestinationFunction};
     use crate::resources::{Account, Credit, ResourceConfig, Resources};
     use crate::transaction::{Shared, Transaction, TransactionConfig};
-    use crate::wire::{PacketType, ProtocolType, RnrTimeout, Window};
+    use crate::wire::{PacketType, RnrTimeout, Window};
 
     /// An initiator over a delivery sublayer whose events the test scripts.
     struct Harness {
@@ -769,18 +768,7 @@ mod tests {
 
     impl Harness {
         fn new(ordering: OrderingMode) -> Self {
-            let params = ConnectionParams {
-                connection_id: ConnectionId::truncating(1),
-                peer_connection_id: ConnectionId::truncating(2),
-                destination_function: DestinationFunction::truncating(3),
-                protocol: ProtocolType::Rdma,
-                ordering,
-                tx_request_psn: Psn::new(0),
-                tx_data_psn: Psn::new(0),
-                rx_request_psn: Psn::new(0),
-                rx_data_psn: Psn::new(0),
-                seed: 1,
-            };
+            let params = super::super::tests::connection_params(ordering, Psn::new(0), Psn::new(0));
             let mut resources = Resources::new(ResourceConfig::default());
             let account = resources.open_account(None, 0, 0);
             Harness {

@@ -24,6 +24,27 @@ use crate::wire::{
 const DATA_PSN: u32 = 5_000;
 const REQUEST_PSN: u32 = 9_000;
 
+/// The one connection of the transaction sublayer's tests (CIDs 1 and 2,
+/// RDMA), sending from PSN 0 in both windows and expecting the given PSNs.
+pub(super) fn connection_params(
+    ordering: OrderingMode,
+    rx_request_psn: Psn,
+    rx_data_psn: Psn,
+) -> ConnectionParams {
+    ConnectionParams {
+        connection_id: ConnectionId::truncating(1),
+        peer_connection_id: ConnectionId::truncating(2),
+        destination_function: DestinationFunction::truncating(3),
+        protocol: ProtocolType::Rdma,
+        ordering,
+        tx_request_psn: Psn::new(0),
+        tx_data_psn: Psn::new(0),
+        rx_request_psn,
+        rx_data_psn,
+        seed: 1,
+    }
+}
+
 struct Harness {
     delivery: DeliveryConnection,
     account: crate::resources::Account,
@@ -34,18 +55,7 @@ struct Harness {
 
 impl Harness {
     fn new(ordering: OrderingMode) -> Self {
-        let params = ConnectionParams {
-            connection_id: ConnectionId::truncating(1),
-            peer_connection_id: ConnectionId::truncating(2),
-            destination_function: DestinationFunction::truncating(3),
-            protocol: ProtocolType::Rdma,
-            ordering,
-            tx_request_psn: Psn::new(0),
-            tx_data_psn: Psn::new(0),
-            rx_request_psn: Psn::new(REQUEST_PSN),
-            rx_data_psn: Psn::new(DATA_PSN),
-            seed: 1,
-        };
+        let params = connection_params(ordering, Psn::new(REQUEST_PSN), Psn::new(DATA_PSN));
         let mut resources = Resources::new(ResourceConfig::default());
         let account = resources.open_account(None, 0, 0);
         Harness {

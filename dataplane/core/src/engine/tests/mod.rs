@@ -23,6 +23,35 @@ use crate::transaction::TransactionKind;
 
 use harness::{Pair, Setup};
 
+/// Two IPv4 engines with PSP on (AES-GCM-128; master keys `k`/`k ^ 0xFF`,
+/// 1 for A and 3 for B) and one connection between them set up at `now`:
+/// (A, B, A's handle, B's handle).
+fn psp_pair(
+    now: crate::time::Timestamp,
+) -> (
+    crate::engine::Engine,
+    crate::engine::Engine,
+    crate::engine::ConnectionHandle,
+    crate::engine::ConnectionHandle,
+) {
+    use crate::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
+    use psp::{MasterKey, MasterKeys};
+    let keys = |k: u8| MasterKeys {
+        k0: MasterKey::new([k; 32]),
+        k1: MasterKey::new([k ^ 0xFF; 32]),
+    };
+    let config = |ip: [u8; 4], mac: u8, k: u8| EngineConfig {
+        local_ip: core::net::IpAddr::V4(ip.into()),
+        local_mac: crate::wire::EthernetAddress([2, 0, 0, 0, 0, mac]),
+        psp: Some(PspConfig::new(keys(k))),
+        ..EngineConfig::default()
+    };
+    let mut a = Engine::new(config([10, 0, 0, 1], 1, 1), now).expect("engine A");
+    let mut b = Engine::new(config([10, 0, 0, 2], 2, 3), now).expect("engine B");
+    let (ca, cb) = connect(now, &mut a, &mut b, &PairSpec::default()).expect("connect");
+    (a, b, ca, cb)
+}
+
 fn faults(loss: u32, duplicate: u32, reorder: u32) -> Faults {
     Faults {
         loss_ppm: Faults::percent(loss),

@@ -4,17 +4,15 @@
 
 use core::time::Duration;
 
-use psp::{Header, MasterKey, MasterKeys, RxDrop, Version};
+use psp::{Header, MasterKey, RxDrop, Version};
 
 use super::harness::{Pair, Setup};
 use crate::drop::DropReason;
-use crate::engine::{
-    connect, rekey_pair, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig, RotationError,
-};
+use crate::engine::{rekey_pair, ConnectionHandle, Engine, EngineConfig, RotationError};
 use crate::port::Faults;
 use crate::time::Timestamp;
 use crate::transaction::{Transaction, UlpEvent};
-use crate::wire::{parse_rx, ChecksumChecks, EthernetAddress};
+use crate::wire::{parse_rx, ChecksumChecks};
 
 /// Steps 1–3 on both nodes of the pair, for every connection.
 fn rotate(pair: &mut Pair, key_seed: u8) {
@@ -100,19 +98,7 @@ struct Bench {
 impl Bench {
     fn new() -> Bench {
         let now = Timestamp::from_micros(1_000);
-        let keys = |k: u8| MasterKeys {
-            k0: MasterKey::new([k; 32]),
-            k1: MasterKey::new([k ^ 0xFF; 32]),
-        };
-        let config = |ip: [u8; 4], mac: u8, k: u8| EngineConfig {
-            local_ip: core::net::IpAddr::V4(ip.into()),
-            local_mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
-            psp: Some(PspConfig::new(keys(k))),
-            ..EngineConfig::default()
-        };
-        let mut a = Engine::new(config([10, 0, 0, 1], 1, 1), now).unwrap();
-        let mut b = Engine::new(config([10, 0, 0, 2], 2, 3), now).unwrap();
-        let (ca, cb) = connect(now, &mut a, &mut b, &PairSpec::default()).unwrap();
+        let (a, b, ca, cb) = super::psp_pair(now);
         Bench { a, b, ca, cb, now }
     }
 

@@ -11,14 +11,11 @@ use std::collections::HashMap;
 
 use core::time::Duration;
 
-use psp::{MasterKey, MasterKeys};
-
 use super::faults;
 use super::harness::{pattern, Pair, Setup};
 use crate::delivery::OrderingMode;
 use crate::drop::DropReason;
-use crate::engine::PspConfig;
-use crate::engine::{connect, ConnectionHandle, Engine, EngineConfig, EngineStats, PairSpec};
+use crate::engine::{ConnectionHandle, Engine, EngineStats};
 use crate::port::{FrameBuf, Loopback, LoopbackConfig, LoopbackPort, PacketBuf, Port};
 use crate::seq::Rsn;
 use crate::time::Timestamp;
@@ -26,7 +23,6 @@ use crate::transaction::{
     Completion, CompletionStatus, RejectReason, Request, Transaction, TransactionKind, UlpEvent,
     UlpNack, ZERO_COPY_MIN_LEN,
 };
-use crate::wire::EthernetAddress;
 
 /// The loopback pair's buffers (small, so reuse is exercised).
 const POOL: usize = 512;
@@ -34,21 +30,7 @@ const POOL: usize = 512;
 const WINDOW: u64 = 64;
 
 fn engines() -> (Engine, Engine, ConnectionHandle, ConnectionHandle) {
-    let now = Timestamp::from_micros(1);
-    let keys = |k: u8| MasterKeys {
-        k0: MasterKey::new([k; 32]),
-        k1: MasterKey::new([k ^ 0xFF; 32]),
-    };
-    let config = |ip: [u8; 4], mac: u8, k: u8| EngineConfig {
-        local_ip: core::net::IpAddr::V4(ip.into()),
-        local_mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
-        psp: Some(PspConfig::new(keys(k))),
-        ..EngineConfig::default()
-    };
-    let mut a = Engine::new(config([10, 0, 0, 1], 1, 1), now).expect("engine A");
-    let mut b = Engine::new(config([10, 0, 0, 2], 2, 3), now).expect("engine B");
-    let (ca, cb) = connect(now, &mut a, &mut b, &PairSpec::default()).expect("connect");
-    (a, b, ca, cb)
+    super::psp_pair(Timestamp::from_micros(1))
 }
 
 /// How B takes its frames in.
@@ -58,6 +40,30 @@ enum Receive {
     Burst,
     /// `handle_packet` on each frame's bytes (a port without `vec_mut`).
     Slices,
+}
+
+impl Receive {
+    /// Hands `engine` every frame `port` has for it now.
+    fn run(
+        self,
+        engine: &mut Engine,
+        port: &mut LoopbackPort,
+        rx: &mut Vec<FrameBuf>,
+        now: Timestamp,
+    ) {
+        match self {
+            Receive::Burst => {
+                engine.receive_burst(now, port, rx, 64);
+            }
+            Receive::Slices => {
+                port.rx_burst(now, rx, 64);
+                for mut frame in rx.drain(..) {
+                    engine.handle_packet(now, frame.data_mut());
+                    port.free(frame);
+                }
+            }
+        }
+    }
 }
 
 struct Outcome {
@@ -73,6 +79,31 @@ struct Outcome {
     /// them had the full frame capacity.
     pool_drained: usize,
     pool_full_size: usize,
+}
+
+impl Outcome {
+    /// The spares were allocated while warming up (at most one per payload
+    /// the ULP can hold at once, two windows' worth), then only recycled;
+    /// the port's pool neither shrank nor grew: every buffer back, each
+    /// with the whole frame capacity.
+    fn assert_buffers_circulate(&self) {
+        assert_eq!(
+            self.allocated_end, self.allocated_warm,
+            "no allocation once warm"
+        );
+        assert!(
+            self.allocated_end <= 2 * WINDOW,
+            "{} spares",
+            self.allocated_end
+        );
+        assert_eq!((self.pool_drained, self.pool_full_size), (POOL, POOL));
+    }
+
+    /// Copies came from recycled vectors once warm; the pool is whole.
+    fn assert_copies_recycled(&self) {
+        assert_eq!(self.allocated_end, self.allocated_warm, "copies recycled");
+        assert_eq!((self.pool_drained, self.pool_full_size), (POOL, POOL));
+    }
 }
 
 /// `n` pushes from A to B, sizes cycling through `sizes`, `WINDOW` in
@@ -132,18 +163,7 @@ fn pushes(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
         }
         a.transmit_burst(now, &mut pa, &mut tx);
 
-        match receive {
-            Receive::Burst => {
-                b.receive_burst(now, &mut pb, &mut rx, 64);
-            }
-            Receive::Slices => {
-                pb.rx_burst(now, &mut rx, 64);
-                for mut frame in rx.drain(..) {
-                    b.handle_packet(now, frame.data_mut());
-                    pb.free(frame);
-                }
-            }
-        }
+        receive.run(&mut b, &mut pb, &mut rx, now);
         b.handle_timeout(now);
         while let Some(event) = b.poll_event() {
             let UlpEvent::Request(r) = event else {
@@ -204,18 +224,7 @@ fn large_pushes_are_received_zero_copy_and_buffers_circulate() {
     assert_eq!(out.rx.drops.total(), 0);
     // The spares: allocated while warming up (at most one per push the
     // ULP can hold at once), then only recycled frames.
-    assert_eq!(
-        out.allocated_end, out.allocated_warm,
-        "no allocation once warm"
-    );
-    assert!(
-        out.allocated_end <= 2 * WINDOW,
-        "{} spares",
-        out.allocated_end
-    );
-    // The port's pool neither shrank nor grew: every buffer back, each
-    // with the whole frame capacity.
-    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+    out.assert_buffers_circulate();
 }
 
 #[test]
@@ -224,8 +233,7 @@ fn small_pushes_are_still_copied() {
     let out = pushes(&[64], n, Receive::Burst);
     assert_eq!(out.delivered, n);
     assert_eq!(out.rx.transactions.zero_copy_receives, 0);
-    assert_eq!(out.allocated_end, out.allocated_warm, "copies recycled");
-    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+    out.assert_copies_recycled();
 }
 
 #[test]
@@ -390,18 +398,7 @@ fn pulls(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
                 }
             }
         }
-        match receive {
-            Receive::Burst => {
-                a.receive_burst(now, &mut pa, &mut rx, 64);
-            }
-            Receive::Slices => {
-                pa.rx_burst(now, &mut rx, 64);
-                for mut frame in rx.drain(..) {
-                    a.handle_packet(now, frame.data_mut());
-                    pa.free(frame);
-                }
-            }
-        }
+        receive.run(&mut a, &mut pa, &mut rx, now);
         a.handle_timeout(now);
         while let Some(event) = a.poll_event() {
             let UlpEvent::Completion(c) = event else {
@@ -471,16 +468,7 @@ fn large_pull_data_is_received_zero_copy_and_buffers_circulate() {
     );
     assert_eq!(out.rx.transactions.zero_copy_receives, 0, "no pushes");
     assert_eq!(out.rx.drops.total(), 0);
-    assert_eq!(
-        out.allocated_end, out.allocated_warm,
-        "no allocation once warm"
-    );
-    assert!(
-        out.allocated_end <= 2 * WINDOW,
-        "{} spares",
-        out.allocated_end
-    );
-    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+    out.assert_buffers_circulate();
 }
 
 #[test]
@@ -492,8 +480,7 @@ fn pull_data_threshold_splits_copies_from_exchanges() {
         Receive::Burst,
     );
     assert_eq!(out.rx.transactions.zero_copy_pull_data, n / 3);
-    assert_eq!(out.allocated_end, out.allocated_warm, "copies recycled");
-    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+    out.assert_copies_recycled();
 }
 
 #[test]
@@ -502,8 +489,7 @@ fn pull_data_handed_in_as_slices_is_copied() {
     let out = pulls(&[4096], n, Receive::Slices);
     assert_eq!(out.delivered, n);
     assert_eq!(out.rx.transactions.zero_copy_pull_data, 0);
-    assert_eq!(out.allocated_end, out.allocated_warm, "copies recycled");
-    assert_eq!((out.pool_drained, out.pool_full_size), (POOL, POOL));
+    out.assert_copies_recycled();
 }
 
 /// Exactly once under loss, duplication and reordering with the initiator
