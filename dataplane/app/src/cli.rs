@@ -227,6 +227,16 @@ pub struct BenchCoreArgs {
     /// Measuring time, in seconds.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+    /// Run one engine loop alone for a fixed number of transactions
+    /// (`--transactions`) instead of the whole timed report: the same work
+    /// every run, for instruction counts, e.g. `valgrind --tool=callgrind
+    /// falcon bench core --profile push64-psp --transactions 100000`.
+    #[arg(long, value_enum)]
+    pub profile: Option<crate::cmd::bench_loop::Profile>,
+    /// Transactions of a `--profile` run (after a warm-up of a tenth; the
+    /// ACK that reaches the number may complete a few more).
+    #[arg(long, default_value_t = 1_000_000, requires = "profile")]
+    pub transactions: u64,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -66,6 +66,21 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Bench(BenchCommand::Core(args)) if args.profile.is_some() => {
+            let profile = args.profile.unwrap_or(cmd::bench_loop::Profile::Push64Psp);
+            if args.transactions == 0 {
+                return Err(error::AppError::Usage(
+                    "--transactions must be positive".into(),
+                ));
+            }
+            let report = cmd::bench_loop::profile(profile, args.transactions)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::bench_loop::print_profile(&report);
+            }
+            Ok(())
+        }
         Command::Bench(BenchCommand::Core(args)) => {
             let report = cmd::bench_core::run(&args)?;
             if args.json {

@@ -428,6 +428,32 @@ fn demo_verifies_every_transaction_and_reports_json() {
 }
 
 #[test]
+fn bench_core_profile_runs_exactly_the_transactions_asked() {
+    for profile in ["push64", "push64-psp", "loop4k-psp"] {
+        let o = falcon(&[
+            "bench",
+            "core",
+            "--profile",
+            profile,
+            "--transactions",
+            "3000",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["profile"], profile, "{v}");
+        // At least the number asked; the ACK that reaches it may complete
+        // a few more (one burst at most).
+        let n = v["transactions"].as_u64().unwrap();
+        assert!((3000..3000 + 64).contains(&n), "{v}");
+        assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
+        assert_eq!(v["drops"].as_u64(), Some(0), "{v}");
+    }
+    let o = falcon(&["bench", "core", "--transactions", "10"]);
+    assert_eq!(o.status.code(), Some(2), "--transactions needs --profile");
+}
+
+#[test]
 fn bench_core_reports_engine_figures_against_crypto() {
     let o = falcon(&["bench", "core", "--seconds", "0.35", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -352,6 +352,8 @@ mod tests {
             size: 64,
             seconds: 0.05,
             json: true,
+            profile: None,
+            transactions: 1,
         };
         let report = run(&args).unwrap();
         assert!(report.packets > 1_000, "{report:?}");
@@ -369,12 +371,16 @@ mod tests {
             size: 70_000,
             seconds: 1.0,
             json: false,
+            profile: None,
+            transactions: 1,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));
         let bad = BenchCoreArgs {
             size: 64,
             seconds: 0.0,
             json: false,
+            profile: None,
+            transactions: 1,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));
     }

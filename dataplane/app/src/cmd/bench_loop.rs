@@ -332,6 +332,25 @@ impl Runner for EngineLoop {
     }
 
     fn run_for(&mut self, duration: Duration) -> Result<()> {
+        self.run(Until::Elapsed(duration))
+    }
+}
+
+/// The engines' clock advance per loop turn in a `--profile` run.
+const VIRTUAL_TURN: Duration = Duration::from_nanos(100);
+
+/// When an [`EngineLoop`] run stops.
+#[derive(Debug, Clone, Copy)]
+enum Until {
+    /// After this much running time (the interleaved slices).
+    Elapsed(Duration),
+    /// After this many completions (`--profile`: a fixed amount of work,
+    /// so instruction counts repeat under callgrind).
+    Completed(u64),
+}
+
+impl EngineLoop {
+    fn run(&mut self, until: Until) -> Result<()> {
         let EngineLoop {
             size,
             a,
@@ -353,12 +372,27 @@ impl Runner for EngineLoop {
         let mut completed = 0u64;
         loop {
             let elapsed = start.elapsed();
-            if elapsed >= duration {
-                *ran += elapsed;
+            let done = match until {
+                Until::Elapsed(duration) => elapsed >= duration,
+                Until::Completed(n) => completed >= n,
+            };
+            if done {
+                if let Until::Elapsed(_) = until {
+                    *ran += elapsed;
+                }
                 rates.record(completed, elapsed);
                 return Ok(());
             }
-            let now = Self::clock(*ran + elapsed);
+            let now = match until {
+                Until::Elapsed(_) => Self::clock(*ran + elapsed),
+                // Virtual time, a fixed step a loop turn: the same work
+                // however slowly the host (or valgrind) runs it, where
+                // wall time would fire retransmit timers under valgrind.
+                Until::Completed(_) => {
+                    *ran += VIRTUAL_TURN;
+                    Self::clock(*ran)
+                }
+            };
             while *outstanding < DEPTH {
                 *tag += 1;
                 // Empty only if a completion came back without its request
@@ -414,6 +448,71 @@ impl Runner for EngineLoop {
             }
         }
     }
+}
+
+/// One engine loop of `bench core` on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// 64-byte pushes, no PSP (`push64_mops`).
+    Push64,
+    /// 64-byte pushes with PSP (`push64_psp_mops`).
+    Push64Psp,
+    /// 4 KiB pushes with PSP (`loop4k_psp_gbps`).
+    Loop4kPsp,
+}
+
+/// What `bench core --profile` measured.
+#[derive(Debug, Serialize)]
+pub struct ProfileReport {
+    pub profile: Profile,
+    pub transactions: u64,
+    pub seconds: f64,
+    pub mops: f64,
+    pub retransmissions: u64,
+    pub drops: u64,
+}
+
+/// Runs one loop for `transactions` completions (the ACK that reaches the
+/// number may complete up to a burst more) after a warm-up of a tenth of
+/// them (at least 1 000), in virtual time: the same work every time, for
+/// `valgrind --tool=callgrind` on the shipped binary (instruction counts
+/// of the test binary's copy of the loop move with the test code around
+/// it).
+pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
+    let (size, psp) = match profile {
+        Profile::Push64 => (64, false),
+        Profile::Push64Psp => (64, true),
+        Profile::Loop4kPsp => (4096, true),
+    };
+    let mut run = EngineLoop::new(size, psp)?;
+    run.run(Until::Completed((transactions / 10).max(1_000)))?;
+    run.rates.clear();
+    run.run(Until::Completed(transactions))?;
+    let (retransmissions, drops) = run.stats();
+    Ok(ProfileReport {
+        profile,
+        transactions: run.rates.ops,
+        seconds: run.rates.secs,
+        mops: run.rates.mean() / 1e6,
+        retransmissions,
+        drops,
+    })
+}
+
+pub fn print_profile(r: &ProfileReport) {
+    println!(
+        "{}: {} transactions in {:.3} s, {:.3} Mops ({} retransmissions, {} drops)",
+        serde_json::to_value(r.profile)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        r.transactions,
+        r.seconds,
+        r.mops,
+        r.retransmissions,
+        r.drops
+    );
 }
 
 /// The crypto bounds' SAs, as the engine's: a receive SA database and the
