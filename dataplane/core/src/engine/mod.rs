@@ -510,6 +510,13 @@ impl Engine {
         stats
     }
 
+    /// The receive-buffer level this node reports in its ACKs (§10.2: the
+    /// EMA of the network-request pools' occupancy, quantized to 0–31,
+    /// the higher of the two pools).
+    pub fn rx_buffer_level(&self) -> crate::wire::RxBufferLevel {
+        self.buffer_level.level()
+    }
+
     /// One connection's state.
     pub fn connection_snapshot(&self, connection: ConnectionHandle) -> Option<ConnectionSnapshot> {
         let conn = self
@@ -774,16 +781,17 @@ impl Engine {
         if self.rue.as_ref().is_some_and(|rue| rue.pending) {
             self.rue_service(now);
         }
-        if self.shared.released {
-            self.after_release();
+        if self.shared.occupancy_changed {
+            self.after_occupancy_change();
         }
     }
 
-    /// Resources came back: Xon to the ULPs that wait for them, and the
-    /// buffer level's new occupancy sample (§10.2).
+    /// Resources came back or a received request took some: Xon to the
+    /// ULPs that wait for them (nothing to do after a reservation), and
+    /// the buffer level's new occupancy sample (§10.2).
     #[inline(never)]
-    fn after_release(&mut self) {
-        self.shared.released = false;
+    fn after_occupancy_change(&mut self) {
+        self.shared.occupancy_changed = false;
         self.check_xon();
         let r = &self.shared.resources;
         let [packets, cells] = &mut self.buffer_level.pools;

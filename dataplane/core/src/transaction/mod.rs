@@ -196,8 +196,12 @@ pub struct Shared {
     pub config: TransactionConfig,
     /// Connections told Xoff, to be checked for Xon after releases.
     pub xoff_waiting: Vec<ConnectionHandle>,
-    /// Resources were released since the last Xon check.
-    pub released: bool,
+    /// Pool occupancy changed since the engine last looked: resources were
+    /// released (Xon may be due) or a received request reserved
+    /// network-request resources; either way the receive-buffer level
+    /// takes a new sample (§10.2: the EMA is "updated each time the
+    /// occupancy changes").
+    pub occupancy_changed: bool,
 }
 
 impl Shared {
@@ -211,7 +215,7 @@ impl Shared {
             drops: DropCounters::new(),
             config,
             xoff_waiting: Vec::new(),
-            released: false,
+            occupancy_changed: false,
         }
     }
 
@@ -248,7 +252,7 @@ impl Ctx<'_> {
             return;
         }
         self.shared.resources.release(self.account, demand);
-        self.shared.released = true;
+        self.shared.occupancy_changed = true;
     }
 
     /// Releases the lanes `lanes` of `demand` (its Tx or Rx part, see
@@ -259,7 +263,7 @@ impl Ctx<'_> {
             .resources
             .release_lanes(self.account, demand, lanes)
         {
-            self.shared.released = true;
+            self.shared.occupancy_changed = true;
         }
     }
 

@@ -267,6 +267,8 @@ impl Target {
             ctx.shared.drops.record(reason);
             return;
         }
+        // The network-request pools' occupancy grew: a buffer-level sample.
+        ctx.shared.occupancy_changed = true;
         let slot = &mut self.slots[index];
         slot.state = match kind {
             TransactionKind::Push => TargetState::PushDataRx,

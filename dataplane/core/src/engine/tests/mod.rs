@@ -34,6 +34,19 @@ fn psp_pair(
     crate::engine::ConnectionHandle,
     crate::engine::ConnectionHandle,
 ) {
+    psp_pair_with(now, crate::resources::ResourceConfig::default())
+}
+
+/// [`psp_pair`] with both nodes' resource pools set to `resources`.
+fn psp_pair_with(
+    now: crate::time::Timestamp,
+    resources: crate::resources::ResourceConfig,
+) -> (
+    crate::engine::Engine,
+    crate::engine::Engine,
+    crate::engine::ConnectionHandle,
+    crate::engine::ConnectionHandle,
+) {
     use crate::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
     use psp::{MasterKey, MasterKeys};
     let keys = |k: u8| MasterKeys {
@@ -44,6 +57,7 @@ fn psp_pair(
         local_ip: core::net::IpAddr::V4(ip.into()),
         local_mac: crate::wire::EthernetAddress([2, 0, 0, 0, 0, mac]),
         psp: Some(PspConfig::new(keys(k))),
+        resources,
         ..EngineConfig::default()
     };
     let mut a = Engine::new(config([10, 0, 0, 1], 1, 1), now).expect("engine A");
@@ -297,4 +311,65 @@ fn tiny_pools_seed_sweep() {
             pair.assert_all_ok(1);
         }
     }
+}
+
+/// §10.2: the receive-buffer level follows the network-request pools'
+/// occupancy as it grows (requests held by a ULP that does not answer), not
+/// only when resources come back; and it falls again once they do.
+#[test]
+fn rx_buffer_level_rises_with_held_requests_and_falls_after_answers() {
+    use crate::port::{FrameBuf, Loopback, LoopbackConfig};
+    use crate::time::Timestamp;
+    use crate::transaction::{Transaction, UlpEvent};
+
+    let mut now = Timestamp::from_micros(1);
+    // Small network-request pools (64 packets, 1024 cells of 256 B), so 32
+    // held 4 KiB requests are half of each.
+    let (mut a, mut b, ca, cb) =
+        psp_pair_with(now, crate::resources::ResourceConfig::tiny(64, 1024));
+    let (mut pa, mut pb) = Loopback::pair(LoopbackConfig::default());
+    let (mut rx, mut tx): (Vec<FrameBuf>, Vec<FrameBuf>) = (Vec::new(), Vec::new());
+    let mut held = Vec::new();
+    let mut turn =
+        |now, a: &mut crate::engine::Engine, b: &mut crate::engine::Engine, held: &mut Vec<_>| {
+            a.receive_burst(now, &mut pa, &mut rx, 64);
+            a.handle_timeout(now);
+            while a.poll_event().is_some() {}
+            a.transmit_burst(now, &mut pa, &mut tx);
+            b.receive_burst(now, &mut pb, &mut rx, 64);
+            b.handle_timeout(now);
+            while let Some(event) = b.poll_event() {
+                if let UlpEvent::Request(r) = event {
+                    held.push(r.rsn);
+                }
+            }
+            b.transmit_burst(now, &mut pb, &mut tx);
+        };
+    assert_eq!(b.rx_buffer_level().value(), 0);
+    // 32: what the initial windows let through without an answer.
+    for tag in 0..32 {
+        a.submit(now, ca, Transaction::push(tag, vec![7; 4096]))
+            .expect("room for 32 pushes");
+    }
+    for _ in 0..200 {
+        now = now + Duration::from_micros(1);
+        turn(now, &mut a, &mut b, &mut held);
+    }
+    assert_eq!(held.len(), 32, "every push delivered and held");
+    let peak = b.rx_buffer_level().value();
+    assert!(
+        (12..=16).contains(&peak),
+        "32 held 4 KiB requests of 64 packets / 1024 cells: level {peak} of 31"
+    );
+    for rsn in held.drain(..) {
+        b.ulp_ack(now, cb, rsn).expect("ULP ACK");
+    }
+    for _ in 0..200 {
+        now = now + Duration::from_micros(1);
+        turn(now, &mut a, &mut b, &mut held);
+    }
+    assert!(
+        b.rx_buffer_level().value() < peak,
+        "answered requests give their buffers back"
+    );
 }
