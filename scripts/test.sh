@@ -18,7 +18,16 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== cargo test"
-cargo test --workspace
+# The libraries' tests run in the dev profile (debug assertions and overflow
+# checks on). The falcon binary's end-to-end tests run the release build:
+# `falcon demo` puts both nodes on one core with the machine's real clock,
+# and a debug build's loop turn (milliseconds) sits so far above Swift's
+# 25 µs target delay that the fabric window collapses to its floor and
+# queued pulls can reach their 1 s timeout on a slow machine — a property
+# of the debug build, not of the transport (the release demo keeps fcwnd
+# near 1 and above).
+cargo test --workspace --exclude falcon
+cargo test --release -p falcon
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins
