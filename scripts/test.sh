@@ -21,11 +21,11 @@ echo "== cargo test"
 # The libraries' tests run in the dev profile (debug assertions and overflow
 # checks on). The falcon binary's end-to-end tests run the release build:
 # `falcon demo` puts both nodes on one core with the machine's real clock,
-# and a debug build's loop turn (milliseconds) sits so far above Swift's
-# 25 µs target delay that the fabric window collapses to its floor and
-# queued pulls can reach their 1 s timeout on a slow machine — a property
-# of the debug build, not of the transport (the release demo keeps fcwnd
-# near 1 and above).
+# and a debug build starved of CPU by the suite's other tests can still
+# stretch a node's transmit burst far beyond Swift's 25 µs target delay,
+# collapse the fabric window and let queued pulls reach their 1 s timeout —
+# a property of the slow build, not of the transport (the release demo
+# keeps fcwnd above 1).
 cargo test --workspace --exclude falcon
 cargo test --release -p falcon
 

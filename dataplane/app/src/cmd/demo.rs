@@ -8,7 +8,11 @@
 //! initiator keeps `--depth` transactions outstanding, a mix of pushes and
 //! pulls of random sizes; the target checks every pushed byte and serves
 //! every pull with bytes the initiator checks in turn. Time is the real
-//! clock (so timers, RTTs and latencies are this machine's), the faults are
+//! clock (so timers, RTTs and latencies are this machine's), read at each
+//! node's receive and transmit so that, as between two hosts, a node's own
+//! processing falls between its receive and ACK timestamps and Swift does
+//! not count it as fabric delay (read once per loop turn, a debug build's
+//! millisecond turns drove the fabric window to its floor); the faults are
 //! seeded. The run fails (exit 1) if any transaction is lost, duplicated,
 //! completes in error, or carries a wrong byte.
 //!
@@ -270,6 +274,14 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
                 Side::Initiator => (&mut initiator, &mut port_i, &mut tx_i, conn_i),
                 Side::Target => (&mut target, &mut port_t, &mut tx_t, conn_t),
             };
+            // The clock is read again at each node's receive and transmit:
+            // the two nodes share this core, and a time read once per turn
+            // would put the peer's whole processing into the RTT as fabric
+            // delay. Stamped this way, the receiver's processing falls
+            // between its t2 (receive) and t3 (ACK sent) and is subtracted
+            // (OCP Falcon §10.3: fabric delay = (t4 − t1) − (t3 − t2)), as
+            // it is between two hosts.
+            now = clock(Instant::now());
             engine.receive_burst(now, port, &mut rx, BURST);
             if engine.poll_timeout().is_some_and(|t| t <= now) {
                 engine.handle_timeout(now);
@@ -333,6 +345,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
                     }
                 }
             }
+            now = clock(Instant::now());
             engine.transmit_burst(now, port, tx);
         }
 
