@@ -751,10 +751,10 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::delivery::{DeliveryConfig, Event};
+    use crate::delivery::Event;
     use crate::engine::ConnectionHandle;
-    use crate::resources::{Account, Credit, ResourceConfig, Resources};
-    use crate::transaction::{Shared, Transaction, TransactionConfig};
+    use crate::resources::{Account, Credit};
+    use crate::transaction::{Shared, Transaction};
     use crate::wire::{PacketType, RnrTimeout, Window};
 
     /// An initiator over a delivery sublayer whose events the test scripts.
@@ -768,13 +768,12 @@ mod tests {
 
     impl Harness {
         fn new(ordering: OrderingMode) -> Self {
-            let params = super::super::tests::connection_params(ordering, Psn::new(0), Psn::new(0));
-            let mut resources = Resources::new(ResourceConfig::default());
-            let account = resources.open_account(None, 0, 0);
+            let (delivery, account, shared) =
+                super::super::tests::sublayer(ordering, Psn::new(0), Psn::new(0));
             Harness {
-                delivery: DeliveryConnection::new(&DeliveryConfig::default(), params),
+                delivery,
                 account,
-                shared: Shared::new(resources, TransactionConfig::default()),
+                shared,
                 initiator: Initiator::new(
                     ordering,
                     Rsn::new(u32::MAX - 20),

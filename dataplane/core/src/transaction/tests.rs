@@ -45,6 +45,24 @@ pub(super) fn connection_params(
     }
 }
 
+/// A delivery sublayer over [`connection_params`], with default resources
+/// (one account) and transaction config: what a test's initiator or target
+/// runs on.
+pub(super) fn sublayer(
+    ordering: OrderingMode,
+    rx_request_psn: Psn,
+    rx_data_psn: Psn,
+) -> (DeliveryConnection, crate::resources::Account, Shared) {
+    let params = connection_params(ordering, rx_request_psn, rx_data_psn);
+    let mut resources = Resources::new(ResourceConfig::default());
+    let account = resources.open_account(None, 0, 0);
+    (
+        DeliveryConnection::new(&DeliveryConfig::default(), params),
+        account,
+        Shared::new(resources, TransactionConfig::default()),
+    )
+}
+
 struct Harness {
     delivery: DeliveryConnection,
     account: crate::resources::Account,
@@ -55,13 +73,12 @@ struct Harness {
 
 impl Harness {
     fn new(ordering: OrderingMode) -> Self {
-        let params = connection_params(ordering, Psn::new(REQUEST_PSN), Psn::new(DATA_PSN));
-        let mut resources = Resources::new(ResourceConfig::default());
-        let account = resources.open_account(None, 0, 0);
+        let (delivery, account, shared) =
+            sublayer(ordering, Psn::new(REQUEST_PSN), Psn::new(DATA_PSN));
         Harness {
-            delivery: DeliveryConnection::new(&DeliveryConfig::default(), params),
+            delivery,
             account,
-            shared: Shared::new(resources, TransactionConfig::default()),
+            shared,
             target: Target::new(
                 ordering,
                 Rsn::new(u32::MAX - 20),

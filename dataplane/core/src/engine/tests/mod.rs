@@ -23,17 +23,18 @@ use crate::transaction::TransactionKind;
 
 use harness::{Pair, Setup};
 
+/// Two engines and their ends of one connection: (A, B, A's, B's).
+type EnginePair = (
+    crate::engine::Engine,
+    crate::engine::Engine,
+    crate::engine::ConnectionHandle,
+    crate::engine::ConnectionHandle,
+);
+
 /// Two IPv4 engines with PSP on (AES-GCM-128; master keys `k`/`k ^ 0xFF`,
 /// 1 for A and 3 for B) and one connection between them set up at `now`:
 /// (A, B, A's handle, B's handle).
-fn psp_pair(
-    now: crate::time::Timestamp,
-) -> (
-    crate::engine::Engine,
-    crate::engine::Engine,
-    crate::engine::ConnectionHandle,
-    crate::engine::ConnectionHandle,
-) {
+fn psp_pair(now: crate::time::Timestamp) -> EnginePair {
     psp_pair_with(now, crate::resources::ResourceConfig::default())
 }
 
@@ -41,12 +42,7 @@ fn psp_pair(
 fn psp_pair_with(
     now: crate::time::Timestamp,
     resources: crate::resources::ResourceConfig,
-) -> (
-    crate::engine::Engine,
-    crate::engine::Engine,
-    crate::engine::ConnectionHandle,
-    crate::engine::ConnectionHandle,
-) {
+) -> EnginePair {
     use crate::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
     use psp::{MasterKey, MasterKeys};
     let keys = |k: u8| MasterKeys {

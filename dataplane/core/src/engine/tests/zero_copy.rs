@@ -106,45 +106,87 @@ impl Outcome {
     }
 }
 
-/// `n` pushes from A to B, sizes cycling through `sizes`, `WINDOW` in
-/// flight. B's ULP checks every byte against what A submitted, ACKs and
-/// recycles the payload; A recycles the completions.
-fn pushes(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
-    let (mut a, mut b, ca, cb) = engines();
-    let config = LoopbackConfig {
-        pool_size: POOL,
-        ..LoopbackConfig::default()
-    };
-    let (mut pa, mut pb) = Loopback::pair(config);
-    let mut now = Timestamp::from_micros(10);
-    let (mut rx, mut tx): (Vec<FrameBuf>, Vec<FrameBuf>) = (Vec::new(), Vec::new());
-    let mut expected: HashMap<u32, (u64, usize)> = HashMap::new();
-    let (mut submitted, mut completed, mut delivered) = (0u64, 0u64, 0u64);
-    let mut allocated_warm = None;
-    let mut turns = 0;
-    // Until every push completed, then a little longer for the last ACKs
-    // (every frame back in the pool).
-    let mut quiet = 0;
-    while completed < n || quiet < 20 {
-        turns += 1;
+/// The state both bulk drivers share: the engine pair over a loopback
+/// with a `POOL`-buffer pool, the virtual clock, the burst vectors, the
+/// transactions submitted and expected, and the turn count.
+struct Bulk {
+    a: Engine,
+    b: Engine,
+    ca: ConnectionHandle,
+    cb: ConnectionHandle,
+    pa: LoopbackPort,
+    pb: LoopbackPort,
+    config: LoopbackConfig,
+    now: Timestamp,
+    rx: Vec<FrameBuf>,
+    tx: Vec<FrameBuf>,
+    /// (tag, size) of every submitted transaction not yet seen, by RSN.
+    expected: HashMap<u32, (u64, usize)>,
+    submitted: u64,
+    turns: u32,
+    quiet: u32,
+}
+
+impl Bulk {
+    fn new() -> Bulk {
+        let (a, b, ca, cb) = engines();
+        let config = LoopbackConfig {
+            pool_size: POOL,
+            ..LoopbackConfig::default()
+        };
+        let (pa, pb) = Loopback::pair(config);
+        Bulk {
+            a,
+            b,
+            ca,
+            cb,
+            pa,
+            pb,
+            config,
+            now: Timestamp::from_micros(10),
+            rx: Vec::new(),
+            tx: Vec::new(),
+            expected: HashMap::new(),
+            submitted: 0,
+            turns: 0,
+            quiet: 0,
+        }
+    }
+
+    /// Starts a turn (the clock 1 µs on) while transactions are
+    /// outstanding, then 20 more for the last ACKs (every frame back in the
+    /// pool); false when done.
+    fn turn(&mut self, completed: u64, n: u64) -> bool {
+        if completed >= n && self.quiet >= 20 {
+            return false;
+        }
+        self.turns += 1;
         assert!(
-            turns < 1_000_000,
+            self.turns < 1_000_000,
             "no progress: {completed} of {n} completed"
         );
         if completed == n {
-            quiet += 1;
+            self.quiet += 1;
         }
-        now = now + Duration::from_micros(1);
-        while submitted < n && submitted - completed < WINDOW {
-            let size = sizes[submitted as usize % sizes.len()];
-            match a.submit(
-                now,
-                ca,
-                Transaction::push(submitted, pattern(submitted, size)),
-            ) {
+        self.now = self.now + Duration::from_micros(1);
+        true
+    }
+
+    /// A submits up to `WINDOW` outstanding of `n` transactions, sizes
+    /// cycling through `sizes`, `make(tag, size)` building each.
+    fn submit(
+        &mut self,
+        n: u64,
+        completed: u64,
+        sizes: &[usize],
+        make: impl Fn(u64, usize) -> Transaction,
+    ) {
+        while self.submitted < n && self.submitted - completed < WINDOW {
+            let size = sizes[self.submitted as usize % sizes.len()];
+            match self.a.submit(self.now, self.ca, make(self.submitted, size)) {
                 Ok(rsn) => {
-                    expected.insert(rsn.value(), (submitted, size));
-                    submitted += 1;
+                    self.expected.insert(rsn.value(), (self.submitted, size));
+                    self.submitted += 1;
                 }
                 Err(rejected) => {
                     assert!(matches!(rejected.reason, RejectReason::NoResources(_)));
@@ -152,49 +194,78 @@ fn pushes(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
                 }
             }
         }
-        a.receive_burst(now, &mut pa, &mut rx, 64);
-        a.handle_timeout(now);
-        while let Some(event) = a.poll_event() {
+    }
+
+    /// Every transaction seen, nothing in flight: the outcome, with the
+    /// receiving engine's (`B` for pushes, `A` for pulls) figures.
+    fn finish(
+        mut self,
+        receiver_is_b: bool,
+        delivered: u64,
+        allocated_warm: Option<u64>,
+    ) -> Outcome {
+        assert!(self.expected.is_empty(), "every transaction seen");
+        assert_eq!((self.pa.in_flight(), self.pb.in_flight()), (0, 0));
+        let (pool_drained, pool_full_size) =
+            drain_pool(&mut self.pa, &mut self.pb, self.config.frame_capacity);
+        let receiver = if receiver_is_b { &self.b } else { &self.a };
+        Outcome {
+            rx: receiver.stats(),
+            delivered,
+            allocated_warm: allocated_warm.unwrap_or(0),
+            allocated_end: receiver.allocated_buffers(),
+            pool_drained,
+            pool_full_size,
+        }
+    }
+}
+
+/// `n` pushes from A to B, sizes cycling through `sizes`, `WINDOW` in
+/// flight. B's ULP checks every byte against what A submitted, ACKs and
+/// recycles the payload; A recycles the completions.
+fn pushes(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
+    let mut t = Bulk::new();
+    let (mut completed, mut delivered) = (0u64, 0u64);
+    let mut allocated_warm = None;
+    while t.turn(completed, n) {
+        t.submit(n, completed, sizes, |tag, size| {
+            Transaction::push(tag, pattern(tag, size))
+        });
+        let now = t.now;
+        t.a.receive_burst(now, &mut t.pa, &mut t.rx, 64);
+        t.a.handle_timeout(now);
+        while let Some(event) = t.a.poll_event() {
             if let UlpEvent::Completion(c) = event {
                 assert!(c.status.is_ok(), "{c:?}");
                 completed += 1;
-                a.recycle(c.request);
+                t.a.recycle(c.request);
             }
         }
-        a.transmit_burst(now, &mut pa, &mut tx);
+        t.a.transmit_burst(now, &mut t.pa, &mut t.tx);
 
-        receive.run(&mut b, &mut pb, &mut rx, now);
-        b.handle_timeout(now);
-        while let Some(event) = b.poll_event() {
+        receive.run(&mut t.b, &mut t.pb, &mut t.rx, now);
+        t.b.handle_timeout(now);
+        while let Some(event) = t.b.poll_event() {
             let UlpEvent::Request(r) = event else {
                 continue;
             };
             assert_eq!(r.kind, TransactionKind::Push);
-            let (tag, size) = expected
+            let (tag, size) = t
+                .expected
                 .remove(&r.rsn.value())
                 .unwrap_or_else(|| panic!("{} delivered twice or never sent", r.rsn));
             assert_eq!(r.payload, pattern(tag, size), "push {tag} ({size} bytes)");
-            b.ulp_ack(now, cb, r.rsn).expect("ULP ACK");
-            b.recycle(r.payload);
+            t.b.ulp_ack(now, t.cb, r.rsn).expect("ULP ACK");
+            t.b.recycle(r.payload);
             delivered += 1;
             if delivered == n / 4 {
-                allocated_warm = Some(b.allocated_buffers());
+                allocated_warm = Some(t.b.allocated_buffers());
             }
         }
-        b.transmit_burst(now, &mut pb, &mut tx);
-        assert!(tx.is_empty(), "loopback line full");
+        t.b.transmit_burst(now, &mut t.pb, &mut t.tx);
+        assert!(t.tx.is_empty(), "loopback line full");
     }
-    assert!(expected.is_empty(), "every push delivered");
-    assert_eq!((pa.in_flight(), pb.in_flight()), (0, 0));
-    let (pool_drained, pool_full_size) = drain_pool(&mut pa, &mut pb, config.frame_capacity);
-    Outcome {
-        rx: b.stats(),
-        delivered,
-        allocated_warm: allocated_warm.unwrap_or(0),
-        allocated_end: b.allocated_buffers(),
-        pool_drained,
-        pool_full_size,
-    }
+    t.finish(true, delivered, allocated_warm)
 }
 
 /// Allocates every buffer the pair's pool can give (both ends' caches,
@@ -359,53 +430,25 @@ fn exactly_once_with_taken_frames_under_faults() {
 /// pull with `pattern(rsn, size)`; A's ULP checks every byte of the Pull
 /// Data and the tag, and recycles the data and the request.
 fn pulls(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
-    let (mut a, mut b, ca, cb) = engines();
-    let config = LoopbackConfig {
-        pool_size: POOL,
-        ..LoopbackConfig::default()
-    };
-    let (mut pa, mut pb) = Loopback::pair(config);
-    let mut now = Timestamp::from_micros(10);
-    let (mut rx, mut tx): (Vec<FrameBuf>, Vec<FrameBuf>) = (Vec::new(), Vec::new());
-    let mut expected: HashMap<u32, (u64, usize)> = HashMap::new();
+    let mut t = Bulk::new();
     // Pull Data B's ULP could not submit yet (no credits), retried.
     let mut deferred: Vec<(Rsn, Vec<u8>)> = Vec::new();
-    let (mut submitted, mut completed) = (0u64, 0u64);
+    let mut completed = 0u64;
     let mut allocated_warm = None;
-    let mut turns = 0;
-    let mut quiet = 0;
-    while completed < n || quiet < 20 {
-        turns += 1;
-        assert!(
-            turns < 1_000_000,
-            "no progress: {completed} of {n} completed"
-        );
-        if completed == n {
-            quiet += 1;
-        }
-        now = now + Duration::from_micros(1);
-        while submitted < n && submitted - completed < WINDOW {
-            let size = sizes[submitted as usize % sizes.len()];
-            let pull = Transaction::pull(submitted, size as u16, Vec::new());
-            match a.submit(now, ca, pull) {
-                Ok(rsn) => {
-                    expected.insert(rsn.value(), (submitted, size));
-                    submitted += 1;
-                }
-                Err(rejected) => {
-                    assert!(matches!(rejected.reason, RejectReason::NoResources(_)));
-                    break;
-                }
-            }
-        }
-        receive.run(&mut a, &mut pa, &mut rx, now);
-        a.handle_timeout(now);
-        while let Some(event) = a.poll_event() {
+    while t.turn(completed, n) {
+        t.submit(n, completed, sizes, |tag, size| {
+            Transaction::pull(tag, size as u16, Vec::new())
+        });
+        let now = t.now;
+        receive.run(&mut t.a, &mut t.pa, &mut t.rx, now);
+        t.a.handle_timeout(now);
+        while let Some(event) = t.a.poll_event() {
             let UlpEvent::Completion(c) = event else {
                 continue;
             };
             assert!(c.status.is_ok(), "{c:?}");
-            let (tag, size) = expected
+            let (tag, size) = t
+                .expected
                 .remove(&c.rsn.value())
                 .unwrap_or_else(|| panic!("{} completed twice or never sent", c.rsn));
             assert_eq!(c.tag, tag);
@@ -416,44 +459,34 @@ fn pulls(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
             );
             completed += 1;
             if completed == n / 4 {
-                allocated_warm = Some(a.allocated_buffers());
+                allocated_warm = Some(t.a.allocated_buffers());
             }
-            a.recycle(c.data);
-            a.recycle(c.request);
+            t.a.recycle(c.data);
+            t.a.recycle(c.request);
         }
-        a.transmit_burst(now, &mut pa, &mut tx);
+        t.a.transmit_burst(now, &mut t.pa, &mut t.tx);
 
-        b.receive_burst(now, &mut pb, &mut rx, 64);
-        b.handle_timeout(now);
-        while let Some(event) = b.poll_event() {
+        t.b.receive_burst(now, &mut t.pb, &mut t.rx, 64);
+        t.b.handle_timeout(now);
+        while let Some(event) = t.b.poll_event() {
             let UlpEvent::Request(r) = event else {
                 continue;
             };
             assert_eq!(r.kind, TransactionKind::Pull);
             let data = pattern(u64::from(r.rsn.value()), usize::from(r.request_length));
             deferred.push((r.rsn, data));
-            b.recycle(r.payload);
+            t.b.recycle(r.payload);
         }
         for (rsn, data) in core::mem::take(&mut deferred) {
-            if let Err(rejected) = b.submit_pull_data(now, cb, rsn, data) {
+            if let Err(rejected) = t.b.submit_pull_data(now, t.cb, rsn, data) {
                 assert!(matches!(rejected.reason, RejectReason::NoResources(_)));
                 deferred.push((rsn, rejected.payload));
             }
         }
-        b.transmit_burst(now, &mut pb, &mut tx);
-        assert!(tx.is_empty(), "loopback line full");
+        t.b.transmit_burst(now, &mut t.pb, &mut t.tx);
+        assert!(t.tx.is_empty(), "loopback line full");
     }
-    assert!(expected.is_empty(), "every pull completed");
-    assert_eq!((pa.in_flight(), pb.in_flight()), (0, 0));
-    let (pool_drained, pool_full_size) = drain_pool(&mut pa, &mut pb, config.frame_capacity);
-    Outcome {
-        rx: a.stats(),
-        delivered: completed,
-        allocated_warm: allocated_warm.unwrap_or(0),
-        allocated_end: a.allocated_buffers(),
-        pool_drained,
-        pool_full_size,
-    }
+    t.finish(false, completed, allocated_warm)
 }
 
 #[test]
