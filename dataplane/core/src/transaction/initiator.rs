@@ -299,6 +299,11 @@ impl Initiator {
     }
 
     /// PullReqTx / PushDataTx for slot `index`, sent with `psn` at `now`.
+    /// Inline: out of line, `first_transmit` (every first transmission)
+    /// paid a call and its register saves, and the slot was found again
+    /// (callgrind, push64 profile: `first_transmit` 63 → 36 inclusive,
+    /// 3472 → 3445 instructions per transaction).
+    #[inline]
     fn mark_sent(&mut self, index: usize, now: Timestamp, psn: Psn) {
         let slot = &mut self.slots[index];
         let i = usize::from(slot.kind == TransactionKind::Push);
