@@ -63,6 +63,16 @@ impl Timestamp {
         self.checked_add(duration).unwrap_or(Timestamp::MAX)
     }
 
+    /// `self + nanos`, saturating at [`Timestamp::MAX`]: the same as
+    /// [`saturating_add`](Self::saturating_add) of
+    /// `Duration::from_nanos(nanos)`, without the round trip through
+    /// `Duration`'s seconds and nanoseconds (three 64-bit multiplies).
+    #[must_use]
+    #[inline]
+    pub const fn saturating_add_nanos(self, nanos: u64) -> Timestamp {
+        Timestamp(self.0.saturating_add(nanos))
+    }
+
     /// `self - duration`, saturating at [`Timestamp::ZERO`].
     #[must_use]
     pub fn saturating_sub(self, duration: Duration) -> Timestamp {
@@ -155,7 +165,13 @@ pub const fn timing_wheel_units(units: u32) -> Duration {
 /// A duration of `units` Falcon time units (131.072 ns each), rounded down
 /// to whole nanoseconds.
 pub const fn falcon_units(units: u64) -> Duration {
-    Duration::from_nanos(units.saturating_mul(FALCON_UNIT_PICOS) / 1_000)
+    Duration::from_nanos(falcon_units_nanos(units))
+}
+
+/// [`falcon_units`] in whole nanoseconds.
+#[inline]
+pub const fn falcon_units_nanos(units: u64) -> u64 {
+    units.saturating_mul(FALCON_UNIT_PICOS) / 1_000
 }
 
 /// `duration` in whole Falcon time units (131.072 ns), rounded up and

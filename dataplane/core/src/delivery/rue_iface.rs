@@ -23,7 +23,7 @@ use rue::{
 };
 
 use crate::delivery::config::DeliveryConfig;
-use crate::time::{falcon_units, to_falcon_units, Timestamp};
+use crate::time::{falcon_units_nanos, to_falcon_units, Timestamp};
 
 /// isekai's admission for a 65536-event queue (admit until full).
 fn default_admission() -> Admission {
@@ -91,7 +91,16 @@ impl CcState {
 
     /// The retransmit timeout as a duration (at least one unit).
     pub fn rto(&self) -> Duration {
-        falcon_units(u64::from(self.retransmit_timeout.value().max(1)))
+        Duration::from_nanos(self.rto_nanos())
+    }
+
+    /// [`rto`](Self::rto) in nanoseconds, for the per-packet timer of the
+    /// transmit path (see [`Timestamp::saturating_add_nanos`]).
+    ///
+    /// [`Timestamp::saturating_add_nanos`]: crate::time::Timestamp::saturating_add_nanos
+    #[inline]
+    pub fn rto_nanos(&self) -> u64 {
+        falcon_units_nanos(u64::from(self.retransmit_timeout.value().max(1)))
     }
 }
 

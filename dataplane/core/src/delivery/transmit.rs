@@ -197,7 +197,7 @@ impl DeliveryConnection {
             packet.handle,
         );
         self.stats.packets_sent += 1;
-        self.arm_retransmit_timer(now.saturating_add(self.rue.state.rto()));
+        self.arm_retransmit_timer(self.rto_deadline(now));
         self.build(now, window, psn, None)
     }
 
@@ -239,8 +239,16 @@ impl DeliveryConnection {
                 self.stats.rue_events_suppressed += 1;
             }
         }
-        self.arm_retransmit_timer(now.saturating_add(self.rue.state.rto()));
+        self.arm_retransmit_timer(self.rto_deadline(now));
         self.build(now, window, psn, retransmission)
+    }
+
+    /// When a packet sent at `now` is due for retransmission (§9.1.5: the
+    /// RUE's RTO). In nanoseconds, not through `Duration` (callgrind, push64
+    /// profile: 3570 → 3556 instructions per transaction).
+    #[inline]
+    fn rto_deadline(&self, now: Timestamp) -> Timestamp {
+        now.saturating_add_nanos(self.rue.state.rto_nanos())
     }
 
     /// The header of `psn`'s slot with the AR bit and the piggy-backed ACK.
@@ -275,6 +283,13 @@ impl DeliveryConnection {
             self.config.ack_request_percent,
             &mut self.rng,
         );
+        // §9.1.6: stop the coalescing timer when the piggy-backed bases say
+        // everything (all three bitmaps zero, R-OWN and D-OWN clear). An
+        // AR-triggered ACK stays due.
+        if self.rx_request.is_quiet() && self.rx_data.is_quiet() {
+            self.coalescing.stop_timer();
+        }
+        self.rack_on_transmit(now);
         // §9.1.6: "advance the RBPSN and DBPSN to the latest value and
         // piggyback them onto the outgoing packet".
         let header = BaseHeader {
@@ -288,52 +303,48 @@ impl DeliveryConnection {
             rsn,
         };
         let payload_len = usize::from(payload_len);
-        let (repr, handle) = match kind {
-            SentKind::Transaction(PacketKind::PullRequest) => (
-                FalconRepr::PullRequest(PullRequestRepr {
+        // The packet is built last, in the returned value: built into locals
+        // before the timer and RACK updates above, it was assembled on the
+        // stack and copied again (callgrind, push64 profile: 3504 → 3486
+        // instructions per transaction).
+        Some(match kind {
+            SentKind::Transaction(PacketKind::PullRequest) => TxPacket {
+                repr: FalconRepr::PullRequest(PullRequestRepr {
                     header,
                     request_length,
                     payload_len,
                 }),
-                Some(handle),
-            ),
-            SentKind::Transaction(PacketKind::PullData) => (
-                FalconRepr::PullData(PullDataRepr {
+                handle: Some(handle),
+                retransmission,
+            },
+            SentKind::Transaction(PacketKind::PullData) => TxPacket {
+                repr: FalconRepr::PullData(PullDataRepr {
                     header,
                     payload_len,
                 }),
-                Some(handle),
-            ),
-            SentKind::Transaction(PacketKind::PushData) => (
-                FalconRepr::PushData(PushDataRepr {
+                handle: Some(handle),
+                retransmission,
+            },
+            SentKind::Transaction(PacketKind::PushData) => TxPacket {
+                repr: FalconRepr::PushData(PushDataRepr {
                     header,
                     request_length,
                 }),
-                Some(handle),
-            ),
+                handle: Some(handle),
+                retransmission,
+            },
             // §9.1.8: the original PSN and RSN, the original packet type and
             // the reason code.
-            SentKind::Resync { code, original } => (
-                FalconRepr::Resync(ResyncRepr {
+            SentKind::Resync { code, original } => TxPacket {
+                repr: FalconRepr::Resync(ResyncRepr {
                     header,
                     code,
                     original_packet_type: original.packet_type(),
                     vendor_defined: 0,
                 }),
-                None,
-            ),
-        };
-        // §9.1.6: stop the coalescing timer when the piggy-backed bases say
-        // everything (all three bitmaps zero, R-OWN and D-OWN clear). An
-        // AR-triggered ACK stays due.
-        if self.rx_request.is_quiet() && self.rx_data.is_quiet() {
-            self.coalescing.stop_timer();
-        }
-        self.rack_on_transmit(now);
-        Some(TxPacket {
-            repr,
-            handle,
-            retransmission,
+                handle: None,
+                retransmission,
+            },
         })
     }
 }

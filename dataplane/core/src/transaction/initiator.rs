@@ -176,20 +176,22 @@ impl Initiator {
                 payload: transaction.payload,
             });
         }
-        let (demand, request_length) = match transaction.kind {
-            TransactionKind::Push => {
-                let len = transaction.payload.len();
-                // Invariant: max_payload ≤ u16::MAX (engine config), so len fits.
-                (Demand::push(len, cell), len as u16)
-            }
-            TransactionKind::Pull => (
-                Demand::pull_request(
-                    transaction.payload.len(),
-                    usize::from(transaction.request_length),
-                    cell,
-                ),
-                transaction.request_length,
+        // Two matches, not one returning a pair: the pair put the demand on
+        // the stack and copied it again (callgrind, push64 profile: 3486 →
+        // 3472 instructions per transaction).
+        let demand = match transaction.kind {
+            TransactionKind::Push => Demand::push(transaction.payload.len(), cell),
+            TransactionKind::Pull => Demand::pull_request(
+                transaction.payload.len(),
+                usize::from(transaction.request_length),
+                cell,
             ),
+        };
+        let request_length = match transaction.kind {
+            // Invariant: max_payload ≤ u16::MAX (engine config), so the
+            // length fits.
+            TransactionKind::Push => transaction.payload.len() as u16,
+            TransactionKind::Pull => transaction.request_length,
         };
         if let Err(shortage) = ctx.shared.resources.reserve_ulp(ctx.account, &demand) {
             ctx.shared.stats.rejected += 1;
@@ -297,6 +299,11 @@ impl Initiator {
     }
 
     /// PullReqTx / PushDataTx for slot `index`, sent with `psn` at `now`.
+    /// Inline: out of line, `first_transmit` (every first transmission)
+    /// paid a call and its register saves, and the slot was found again
+    /// (callgrind, push64 profile: `first_transmit` 63 → 36 inclusive,
+    /// 3472 → 3445 instructions per transaction).
+    #[inline]
     fn mark_sent(&mut self, index: usize, now: Timestamp, psn: Psn) {
         let slot = &mut self.slots[index];
         let i = usize::from(slot.kind == TransactionKind::Push);
@@ -711,34 +718,38 @@ fn complete_slot(ctx: &mut Ctx<'_>, slot: &mut Slot, rsn: Rsn, lanes: [u32; 8], 
         TransactionKind::Pull => InitiatorState::PullDataUlpTx,
         TransactionKind::Push => InitiatorState::PushCplTx,
     };
-    // The request goes back to the ULP unless a retransmission may still
-    // copy from it.
-    let request = if slot.tx_held {
-        Vec::new()
-    } else {
-        core::mem::take(&mut slot.request)
-    };
-    let data = core::mem::take(&mut slot.data);
     let stats = &mut ctx.shared.stats;
     stats.completions[usize::from(status.code())] += 1;
     if status.is_ok() {
         match slot.kind {
             TransactionKind::Push => stats.push_bytes_completed += u64::from(slot.request_length),
-            TransactionKind::Pull => stats.pull_bytes_completed += data.len() as u64,
+            TransactionKind::Pull => stats.pull_bytes_completed += slot.data.len() as u64,
         }
     }
-    let event = UlpEvent::Completion(Completion {
-        connection: ctx.connection,
-        rsn,
-        tag: slot.tag,
-        kind: slot.kind,
-        status,
-        ulp_nack_code,
-        data,
-        request,
-    });
     owed.add_lanes(&slot.demand, lanes);
-    ctx.shared.events.push_back(event);
+    // Built in the push, after every other effect: with the request and the
+    // data taken into locals first and the statistics in between, the event
+    // was assembled on the stack and copied again into the queue (~40
+    // instructions a completion; callgrind, push64 profile: 3544 → 3504
+    // instructions per transaction).
+    ctx.shared
+        .events
+        .push_back(UlpEvent::Completion(Completion {
+            connection: ctx.connection,
+            rsn,
+            tag: slot.tag,
+            kind: slot.kind,
+            status,
+            ulp_nack_code,
+            data: core::mem::take(&mut slot.data),
+            // The request goes back to the ULP unless a retransmission may
+            // still copy from it.
+            request: if slot.tx_held {
+                Vec::new()
+            } else {
+                core::mem::take(&mut slot.request)
+            },
+        }));
 }
 
 /// Whether a payload handle names one of the initiator's packets.

@@ -188,7 +188,7 @@ impl FrameTemplate {
             <&[u8; SHORT_HEADERS]>::try_from(&self.bytes[..self.len]),
         ) {
             // The usual untagged IPv4 frame: a fixed-size copy, no memcpy call.
-            *dst = *src;
+            copy_short_headers(dst, src);
         } else {
             headers.copy_from_slice(&self.bytes[..self.len]);
         }
@@ -209,6 +209,20 @@ impl FrameTemplate {
             }
         }
         Ok(need)
+    }
+}
+
+/// `*dst = *src` as three 16-byte moves (the last overlapping). Written as
+/// `*dst = *src`, LLVM merged the copy with the variable-length one of the
+/// other header layouts into a single `memcpy` call of either length
+/// (callgrind, push64 profile: 3556 → 3544 instructions per transaction).
+#[inline(always)]
+fn copy_short_headers(dst: &mut [u8; SHORT_HEADERS], src: &[u8; SHORT_HEADERS]) {
+    const TAIL: usize = SHORT_HEADERS - 16;
+    for at in [0, 16, TAIL] {
+        let mut chunk = [0u8; 16];
+        chunk.copy_from_slice(&src[at..at + 16]);
+        dst[at..at + 16].copy_from_slice(&chunk);
     }
 }
 
