@@ -350,13 +350,9 @@ impl DeliveryConnection {
         if self.failed.is_some() {
             return Err(UlpError::ConnectionNotAlive);
         }
-        if !self.rx_data.awaits_ulp(psn) {
+        let Some(ack_request) = self.rx_data.acknowledge_ulp(psn) else {
             return Err(UlpError::NotAwaiting);
-        }
-        let ack_request = self
-            .rx_data
-            .acknowledge(psn)
-            .is_some_and(|(ack_request, _)| ack_request);
+        };
         self.coalescing
             .add(now, CREDITS_PUSH, self.config.ack_coalescing_timeout);
         if ack_request {
