@@ -130,8 +130,21 @@ impl RxWindow {
     /// drop.
     #[inline]
     pub fn check(&mut self, psn: Psn) -> WindowCheck {
+        match self.check_bit(psn) {
+            Ok(_) => WindowCheck::Accept,
+            Err(check) => check,
+        }
+    }
+
+    /// [`check`](Self::check), with the bit of an accepted `psn` (`Ok`) for
+    /// [`receive_bit`](Self::receive_bit) or
+    /// [`acknowledge_bit`](Self::acknowledge_bit), so the transaction
+    /// sublayer's admission computes the u128 bit once (callgrind, push64:
+    /// 3478 → 3446 instructions per transaction).
+    #[inline]
+    pub fn check_bit(&mut self, psn: Psn) -> Result<u128, WindowCheck> {
         if psn.before(self.base) {
-            return WindowCheck::Stale;
+            return Err(WindowCheck::Stale);
         }
         let offset = self.base.distance(psn);
         // OCP Falcon 0.9 text: the §9 overview accepts PSNs "less than or
@@ -140,16 +153,16 @@ impl RxWindow {
         // exactly 64 / 128 PSNs from BPSN.
         if offset >= self.size {
             self.own = true;
-            return WindowCheck::OutOfWindow;
+            return Err(WindowCheck::OutOfWindow);
         }
         let bit = 1u128 << offset;
         // spec/falcon.md §4.6: a Push Data received but not yet ULP-acked is
         // a duplicate too (§11 "previously received"), so check rx as well.
         if (self.ack | self.rx) & bit != 0 {
             let nack = (self.nacked & bit != 0).then(|| self.nacks[index(psn)]);
-            return WindowCheck::Duplicate(nack);
+            return Err(WindowCheck::Duplicate(nack));
         }
-        WindowCheck::Accept
+        Ok(bit)
     }
 
     /// Marks an accepted `psn` received but not acknowledged (Push Data:
@@ -157,10 +170,17 @@ impl RxWindow {
     /// the ULP", §9.2.2.4), remembering its AR bit for the ULP ACK.
     pub fn receive(&mut self, psn: Psn, ack_request: bool) {
         if let Some(bit) = self.bit(psn) {
-            self.rx |= bit;
-            if ack_request {
-                self.ack_request |= bit;
-            }
+            self.receive_bit(bit, ack_request);
+        }
+    }
+
+    /// [`receive`](Self::receive) of the PSN whose bit
+    /// [`check_bit`](Self::check_bit) returned (no window change since).
+    #[inline]
+    pub fn receive_bit(&mut self, bit: u128, ack_request: bool) {
+        self.rx |= bit;
+        if ack_request {
+            self.ack_request |= bit;
         }
     }
 
@@ -208,9 +228,10 @@ impl RxWindow {
         Some(self.acknowledge_bit(bit).0)
     }
 
-    /// [`acknowledge`](Self::acknowledge) of the PSN whose bit is `bit`.
+    /// [`acknowledge`](Self::acknowledge) of the PSN whose bit is `bit`
+    /// (from [`check_bit`](Self::check_bit), no window change since).
     #[inline]
-    fn acknowledge_bit(&mut self, bit: u128) -> (bool, u32) {
+    pub fn acknowledge_bit(&mut self, bit: u128) -> (bool, u32) {
         // Whole-word values in registers, stored once: a single-bit `|=` on
         // the u128 fields compiled to a 32-bit read-modify-write that the
         // following 64-bit loads could not forward from (perf annotate: ~70 %
