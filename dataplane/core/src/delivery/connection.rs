@@ -283,22 +283,25 @@ impl DeliveryConnection {
             return Err(DropReason::ConnectionNotAlive);
         }
         let window = arrival.kind.window();
-        match self.rx_mut(window).check(arrival.psn) {
-            WindowCheck::Accept => {}
-            WindowCheck::Duplicate(_) => return Err(DropReason::DuplicatePacket),
-            WindowCheck::OutOfWindow => return Err(DropReason::OutOfWindow),
-            WindowCheck::Stale => return Err(DropReason::StalePacket),
-        }
+        let bit = match self.rx_mut(window).check_bit(arrival.psn) {
+            Ok(bit) => bit,
+            // (`check_bit` never refuses with `Accept`.)
+            Err(WindowCheck::Duplicate(_) | WindowCheck::Accept) => {
+                return Err(DropReason::DuplicatePacket)
+            }
+            Err(WindowCheck::OutOfWindow) => return Err(DropReason::OutOfWindow),
+            Err(WindowCheck::Stale) => return Err(DropReason::StalePacket),
+        };
         self.stats.packets_delivered += 1;
         let timeout = self.config.ack_coalescing_timeout;
         if arrival.kind == PacketKind::PushData {
             // §9.2.2.4: the data-ack bit "must not be set to 1b until the
             // packet is explicitly acknowledged by the ULP".
-            self.rx_data.receive(arrival.psn, arrival.ack_request);
+            self.rx_data.receive_bit(bit, arrival.ack_request);
             self.coalescing.add(now, CREDITS_PUSH, timeout);
             return Ok(());
         }
-        self.rx_mut(window).acknowledge(arrival.psn);
+        self.rx_mut(window).acknowledge_bit(bit);
         self.coalescing.add(now, CREDITS_PACKET, timeout);
         if arrival.ack_request {
             self.coalescing.request_immediate();
@@ -350,13 +353,9 @@ impl DeliveryConnection {
         if self.failed.is_some() {
             return Err(UlpError::ConnectionNotAlive);
         }
-        if !self.rx_data.awaits_ulp(psn) {
+        let Some(ack_request) = self.rx_data.acknowledge_ulp(psn) else {
             return Err(UlpError::NotAwaiting);
-        }
-        let ack_request = self
-            .rx_data
-            .acknowledge(psn)
-            .is_some_and(|(ack_request, _)| ack_request);
+        };
         self.coalescing
             .add(now, CREDITS_PUSH, self.config.ack_coalescing_timeout);
         if ack_request {

@@ -130,8 +130,21 @@ impl RxWindow {
     /// drop.
     #[inline]
     pub fn check(&mut self, psn: Psn) -> WindowCheck {
+        match self.check_bit(psn) {
+            Ok(_) => WindowCheck::Accept,
+            Err(check) => check,
+        }
+    }
+
+    /// [`check`](Self::check), with the bit of an accepted `psn` (`Ok`) for
+    /// [`receive_bit`](Self::receive_bit) or
+    /// [`acknowledge_bit`](Self::acknowledge_bit), so the transaction
+    /// sublayer's admission computes the u128 bit once (callgrind, push64:
+    /// 3478 → 3446 instructions per transaction).
+    #[inline]
+    pub fn check_bit(&mut self, psn: Psn) -> Result<u128, WindowCheck> {
         if psn.before(self.base) {
-            return WindowCheck::Stale;
+            return Err(WindowCheck::Stale);
         }
         let offset = self.base.distance(psn);
         // OCP Falcon 0.9 text: the §9 overview accepts PSNs "less than or
@@ -140,16 +153,16 @@ impl RxWindow {
         // exactly 64 / 128 PSNs from BPSN.
         if offset >= self.size {
             self.own = true;
-            return WindowCheck::OutOfWindow;
+            return Err(WindowCheck::OutOfWindow);
         }
         let bit = 1u128 << offset;
         // spec/falcon.md §4.6: a Push Data received but not yet ULP-acked is
         // a duplicate too (§11 "previously received"), so check rx as well.
         if (self.ack | self.rx) & bit != 0 {
             let nack = (self.nacked & bit != 0).then(|| self.nacks[index(psn)]);
-            return WindowCheck::Duplicate(nack);
+            return Err(WindowCheck::Duplicate(nack));
         }
-        WindowCheck::Accept
+        Ok(bit)
     }
 
     /// Marks an accepted `psn` received but not acknowledged (Push Data:
@@ -157,10 +170,17 @@ impl RxWindow {
     /// the ULP", §9.2.2.4), remembering its AR bit for the ULP ACK.
     pub fn receive(&mut self, psn: Psn, ack_request: bool) {
         if let Some(bit) = self.bit(psn) {
-            self.rx |= bit;
-            if ack_request {
-                self.ack_request |= bit;
-            }
+            self.receive_bit(bit, ack_request);
+        }
+    }
+
+    /// [`receive`](Self::receive) of the PSN whose bit
+    /// [`check_bit`](Self::check_bit) returned (no window change since).
+    #[inline]
+    pub fn receive_bit(&mut self, bit: u128, ack_request: bool) {
+        self.rx |= bit;
+        if ack_request {
+            self.ack_request |= bit;
         }
     }
 
@@ -171,6 +191,47 @@ impl RxWindow {
     #[inline]
     pub fn acknowledge(&mut self, psn: Psn) -> Option<(bool, u32)> {
         let bit = self.bit(psn)?;
+        Some(self.acknowledge_bit(bit))
+    }
+
+    /// The ULP acknowledged the received Push Data `psn` (§9.2.2.4: its
+    /// data-ack bit is set now, BPSN advances over the acknowledged
+    /// prefix): [`awaits_ulp`](Self::awaits_ulp) then
+    /// [`acknowledge`](Self::acknowledge) in one pass. Returns the AR bit
+    /// recorded at [`receive`](Self::receive), or `None` (and changes
+    /// nothing) if `psn` is not received and awaiting the ULP.
+    ///
+    /// The usual answer is in order: `psn` is BPSN and nothing above it is
+    /// acknowledged yet, so BPSN advances by exactly one and every bitmap
+    /// shifts by one, a constant shift instead of four by a variable
+    /// advance. As the two calls it replaced the ULP ACK took ~150
+    /// instructions (the PSN's bit computed twice, four u128 shifts by a
+    /// variable count); callgrind, push64 profile: 3570 → 3478 instructions
+    /// per transaction.
+    #[inline]
+    pub fn acknowledge_ulp(&mut self, psn: Psn) -> Option<bool> {
+        let offset = self.base.distance(psn);
+        if offset == 0 && self.ack == 0 && self.rx & 1 != 0 {
+            // The general case below with bit = 1 and advance = 1: ack | 1
+            // has exactly one trailing 1 and shifts back to 0.
+            let ack_request = self.ack_request & 1 != 0;
+            self.base = self.base.wrapping_add(1);
+            self.rx >>= 1;
+            self.ack_request >>= 1;
+            self.nacked >>= 1;
+            return Some(ack_request);
+        }
+        let bit = (offset < self.size).then(|| 1u128 << offset)?;
+        if self.rx & bit == 0 || self.ack & bit != 0 {
+            return None;
+        }
+        Some(self.acknowledge_bit(bit).0)
+    }
+
+    /// [`acknowledge`](Self::acknowledge) of the PSN whose bit is `bit`
+    /// (from [`check_bit`](Self::check_bit), no window change since).
+    #[inline]
+    pub fn acknowledge_bit(&mut self, bit: u128) -> (bool, u32) {
         // Whole-word values in registers, stored once: a single-bit `|=` on
         // the u128 fields compiled to a 32-bit read-modify-write that the
         // following 64-bit loads could not forward from (perf annotate: ~70 %
@@ -190,7 +251,7 @@ impl RxWindow {
         self.rx = rx;
         self.ack_request = requests;
         self.nacked = nacked;
-        Some((ack_request, advance))
+        (ack_request, advance)
     }
 
     /// Forgets that `psn` was received (an RNR-NACKed Push Data: its
@@ -292,17 +353,55 @@ mod tests {
         assert_eq!(data.check(Psn::new(3)), WindowCheck::Accept);
     }
 
+    #[test]
+    fn ulp_acks_in_order_and_out_of_order_agree() {
+        // In order (the one-step path): BPSN and nothing acknowledged above.
+        let base = Psn::new(u32::MAX - 1);
+        let mut window = RxWindow::new(Window::Data, base);
+        for (i, ar) in [(0, true), (1, false), (2, true), (3, false)] {
+            window.receive(base.wrapping_add(i), ar);
+        }
+        window.record_nack(base.wrapping_add(3), NO_NACK);
+        assert_eq!(
+            window.acknowledge_ulp(base.wrapping_add(4)),
+            None,
+            "not received"
+        );
+        assert_eq!(window.acknowledge_ulp(base), Some(true));
+        assert_eq!(window.acknowledge_ulp(base), None, "answered already");
+        assert_eq!((window.base(), window.rx_bitmap()), (base.next(), 0b111));
+        // Out of order (the general path): base + 2 first, then base + 1
+        // releases both.
+        assert_eq!(window.acknowledge_ulp(base.wrapping_add(2)), Some(true));
+        assert_eq!((window.base(), window.ack_bitmap()), (base.next(), 0b10));
+        assert_eq!(window.acknowledge_ulp(base.wrapping_add(1)), Some(false));
+        assert_eq!(window.base(), base.wrapping_add(3));
+        assert_eq!((window.ack_bitmap(), window.rx_bitmap()), (0, 0b1));
+        // The NACK record moved with the base: the in-order path shifted it.
+        assert_eq!(
+            window.check(base.wrapping_add(3)),
+            WindowCheck::Duplicate(Some(NO_NACK))
+        );
+        assert_eq!(window.acknowledge_ulp(base.wrapping_add(3)), Some(false));
+        assert_eq!(window.base(), base.wrapping_add(4));
+        assert!(window.is_quiet());
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
-        Receive(u32),
+        Receive(u32, bool),
         Acknowledge(u32),
+        UlpAck(u32),
         Unreceive(u32),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            (0u32..140).prop_map(Op::Receive),
+            (0u32..140, any::<bool>()).prop_map(|(o, ar)| Op::Receive(o, ar)),
             (0u32..140).prop_map(Op::Acknowledge),
+            (0u32..140).prop_map(Op::UlpAck),
+            // Mostly at the base: the in-order ULP ACK.
+            (0u32..2).prop_map(Op::UlpAck),
             (0u32..140).prop_map(Op::Unreceive),
         ]
     }
@@ -322,11 +421,15 @@ mod tests {
             let mut window = RxWindow::new(kind, Psn::new(start));
             let mut received = BTreeSet::<u64>::new();
             let mut acked = BTreeSet::<u64>::new();
+            // Received with AR and not yet acknowledged.
+            let mut requests = BTreeSet::<u64>::new();
             let mut base = u64::from(start);
             let psn = |absolute: u64| Psn::new(absolute as u32);
             for op in ops {
                 let (offset, absolute) = match op {
-                    Op::Receive(o) | Op::Acknowledge(o) | Op::Unreceive(o) => (o, base + u64::from(o)),
+                    Op::Receive(o, _) | Op::Acknowledge(o) | Op::UlpAck(o) | Op::Unreceive(o) => {
+                        (o, base + u64::from(o))
+                    }
                 };
                 let expected = if offset >= size {
                     WindowCheck::OutOfWindow
@@ -342,24 +445,39 @@ mod tests {
                     window.clear_own();
                     continue;
                 }
+                let awaiting = received.contains(&absolute) && !acked.contains(&absolute);
                 match op {
-                    Op::Receive(_) => {
-                        window.receive(psn(absolute), false);
+                    Op::Receive(_, ar) => {
+                        window.receive(psn(absolute), ar);
                         received.insert(absolute);
+                        if ar {
+                            requests.insert(absolute);
+                        }
                     }
                     Op::Acknowledge(_) => {
-                        window.acknowledge(psn(absolute));
+                        let ar = requests.remove(&absolute);
+                        prop_assert_eq!(window.acknowledge(psn(absolute)).map(|(ar, _)| ar), Some(ar));
                         received.insert(absolute);
                         acked.insert(absolute);
                         while acked.contains(&base) {
                             base += 1;
                         }
                     }
+                    Op::UlpAck(_) => {
+                        let expected = awaiting.then(|| requests.remove(&absolute));
+                        prop_assert_eq!(window.acknowledge_ulp(psn(absolute)), expected);
+                        if awaiting {
+                            acked.insert(absolute);
+                            while acked.contains(&base) {
+                                base += 1;
+                            }
+                        }
+                    }
                     Op::Unreceive(_) => {
-                        let expected = received.contains(&absolute) && !acked.contains(&absolute);
-                        prop_assert_eq!(window.unreceive(psn(absolute)), expected);
-                        if expected {
+                        prop_assert_eq!(window.unreceive(psn(absolute)), awaiting);
+                        if awaiting {
                             received.remove(&absolute);
+                            requests.remove(&absolute);
                         }
                     }
                 }

@@ -789,20 +789,25 @@ impl Engine {
     /// Resources came back or a received request took some: Xon to the
     /// ULPs that wait for them (nothing to do after a reservation), and
     /// the buffer level's new occupancy sample (§10.2).
+    ///
+    /// The Xon check stays out of line behind its emptiness test: inlined
+    /// here, its loop made every call save and restore four registers for
+    /// the two EMA updates (~2 calls per transaction; callgrind, push64:
+    /// 3406 → 3389 instructions per transaction).
     #[inline(never)]
     fn after_occupancy_change(&mut self) {
         self.shared.occupancy_changed = false;
-        self.check_xon();
+        if !self.shared.xoff_waiting.is_empty() {
+            self.check_xon();
+        }
         let r = &self.shared.resources;
         let [packets, cells] = &mut self.buffer_level.pools;
         packets.update(r.used(Credit::NetReqPktRx));
         cells.update(r.used(Credit::NetReqBufRx));
     }
 
+    #[inline(never)]
     fn check_xon(&mut self) {
-        if self.shared.xoff_waiting.is_empty() {
-            return;
-        }
         let mut waiting = core::mem::take(&mut self.shared.xoff_waiting);
         waiting.retain(|&handle| {
             let Some(slot) = self.slot(handle) else {

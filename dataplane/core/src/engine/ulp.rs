@@ -9,7 +9,7 @@
 //! is lost silently.
 
 use crate::delivery::UlpNack;
-use crate::engine::{conn_in, ConnectionHandle, Engine};
+use crate::engine::{conn_in, Connection, ConnectionHandle, Engine};
 use crate::seq::Rsn;
 use crate::time::Timestamp;
 use crate::transaction::{Payload, RejectReason, Rejected, Transaction, UlpCommandError};
@@ -58,13 +58,12 @@ impl Engine {
         connection: ConnectionHandle,
         rsn: Rsn,
     ) -> Result<(), UlpCommandError> {
-        let slot = self.live_slot(connection)?;
+        let conn = live_connection(&mut self.connections, connection)?;
         let result = {
-            let conn = conn_in(&mut self.connections, slot);
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
             target.ulp_ack(&mut ctx, rsn)
         };
-        self.after_ulp_answer(slot);
+        self.after_ulp_answer(connection.index);
         self.finish(now);
         result
     }
@@ -157,5 +156,22 @@ impl Engine {
         }
         self.ack_ring.activate(slot);
         self.arm(slot);
+    }
+}
+
+/// The live connection `handle` names, found once: what
+/// [`Engine::live_slot`] then [`conn_in`] find, with the same errors, on
+/// the target ULP's per-request path.
+fn live_connection(
+    connections: &mut [Option<Box<Connection>>],
+    handle: ConnectionHandle,
+) -> Result<&mut Connection, UlpCommandError> {
+    match connections
+        .get_mut(handle.index as usize)
+        .and_then(|conn| conn.as_deref_mut())
+    {
+        Some(conn) if conn.handle == handle && !conn.dead => Ok(conn),
+        Some(conn) if conn.handle == handle => Err(UlpCommandError::ConnectionNotAlive),
+        _ => Err(UlpCommandError::UnknownConnection),
     }
 }

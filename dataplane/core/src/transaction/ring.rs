@@ -50,6 +50,18 @@ impl<T: Default> SlotRing<T> {
         (self.len > 0).then(|| &self.slots[self.head])
     }
 
+    /// The slot at position `offset` from the front, if it is in use: one
+    /// bounds check, where looking it up by position and then indexing
+    /// checked it twice.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, offset: usize) -> Option<&mut T> {
+        if offset >= self.len {
+            return None;
+        }
+        let at = self.position(offset);
+        self.slots.get_mut(at)
+    }
+
     /// Takes the slot after the back into use and returns it to be filled
     /// in: it holds whatever its last user left (retired in place) or
     /// `T::default()`, so the caller sets every field.
@@ -158,8 +170,10 @@ mod tests {
                 }
                 prop_assert_eq!(ring.len(), oracle.len());
                 prop_assert_eq!(ring.front().copied(), oracle.front().copied());
+                prop_assert_eq!(ring.get_mut(oracle.len()), None);
                 for (i, value) in oracle.iter().enumerate() {
                     prop_assert_eq!(ring[i], *value);
+                    prop_assert_eq!(ring.get_mut(i).copied(), Some(*value));
                 }
                 let all: Vec<u32> = ring.iter_mut().map(|v| *v).collect();
                 prop_assert_eq!(all, oracle.iter().copied().collect::<Vec<_>>());

@@ -357,9 +357,30 @@ fn rx_buffer_level_rises_with_held_requests_and_falls_after_answers() {
         (12..=16).contains(&peak),
         "32 held 4 KiB requests of 64 packets / 1024 cells: level {peak} of 31"
     );
+    let answered = held[0];
     for rsn in held.drain(..) {
         b.ulp_ack(now, cb, rsn).expect("ULP ACK");
     }
+    // The errors of the answer's single lookups (connection, then slot).
+    use crate::transaction::UlpCommandError;
+    assert_eq!(
+        b.ulp_ack(now, cb, answered),
+        Err(UlpCommandError::NotAwaiting),
+        "answered already"
+    );
+    assert_eq!(
+        b.ulp_ack(now, cb, answered.wrapping_add(1000)),
+        Err(UlpCommandError::NotAwaiting),
+        "never received"
+    );
+    let stale = crate::engine::ConnectionHandle {
+        generation: cb.generation.wrapping_add(1),
+        ..cb
+    };
+    assert_eq!(
+        b.ulp_ack(now, stale, answered),
+        Err(UlpCommandError::UnknownConnection)
+    );
     for _ in 0..200 {
         now = now + Duration::from_micros(1);
         turn(now, &mut a, &mut b, &mut held);
