@@ -278,13 +278,6 @@ impl Target {
         }
         // The network-request pools' occupancy grew: a buffer-level sample.
         ctx.shared.occupancy_changed = true;
-        let shared = &mut *ctx.shared;
-        let stored = match kind {
-            TransactionKind::Push => {
-                payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives)
-            }
-            TransactionKind::Pull => payload.copy(&mut shared.buffers),
-        };
         // A push `deliver_ready` would deliver at once (§8.5.2): unordered,
         // or NRSN with no RNR redelivery awaited. Its payload goes straight
         // into the ULP event instead of into the slot and out again; with
@@ -318,19 +311,31 @@ impl Target {
             // never stored in the slot (a delivered push's stays empty).
             debug_assert!(slot.payload.is_empty());
             slot.state = TargetState::PushReqUlpTx;
+            let shared = &mut *ctx.shared;
+            let stored = payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives);
             Self::hand_over(slot, ctx, rsn, stored);
             self.note_delivery(ctx.now);
             if self.ordering == OrderingMode::Ordered {
-                // Held requests after it follow in RSN order.
                 self.next = self.next.next();
-                self.deliver_ready(ctx, rsn);
+                // Held requests after it follow in RSN order; none is held
+                // past the ring's back (callgrind, push64: 3086.8 → 3068.7
+                // instructions per transaction).
+                if index + 1 < self.slots.len() {
+                    self.deliver_ready(ctx, rsn);
+                }
             }
         } else {
             slot.state = match kind {
                 TransactionKind::Push => TargetState::PushDataRx,
                 TransactionKind::Pull => TargetState::PullReqRx,
             };
-            slot.payload = stored;
+            let shared = &mut *ctx.shared;
+            slot.payload = match kind {
+                TransactionKind::Push => {
+                    payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives)
+                }
+                TransactionKind::Pull => payload.copy(&mut shared.buffers),
+            };
             self.deliver_ready(ctx, rsn);
         }
         debug_assert!(!self.slots.front().is_some_and(|f| f.state.is_finished()));
