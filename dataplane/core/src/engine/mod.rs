@@ -744,10 +744,7 @@ impl Engine {
     /// wake-ups that would have found nothing due.
     fn arm(&mut self, slot: u32) {
         if let Some(conn) = self.connections[slot as usize].as_mut() {
-            if !conn.unarmed {
-                conn.unarmed = true;
-                self.unarmed.push(slot);
-            }
+            arm_connection(&mut self.unarmed, conn, slot);
         }
     }
 
@@ -847,6 +844,15 @@ impl Engine {
         target.fail_all(&mut ctx);
         self.data_ring.remove(slot);
         self.ack_ring.remove(slot);
+    }
+}
+
+/// [`Engine::arm`] on the connection in `slot`, already found.
+#[inline(always)]
+fn arm_connection(unarmed: &mut Vec<u32>, conn: &mut Connection, slot: u32) {
+    if !conn.unarmed {
+        conn.unarmed = true;
+        unarmed.push(slot);
     }
 }
 

@@ -9,7 +9,7 @@
 //! is lost silently.
 
 use crate::delivery::UlpNack;
-use crate::engine::{conn_in, Connection, ConnectionHandle, Engine};
+use crate::engine::{arm_connection, conn_in, Connection, ConnectionHandle, Engine};
 use crate::seq::Rsn;
 use crate::time::Timestamp;
 use crate::transaction::{Payload, RejectReason, Rejected, Transaction, UlpCommandError};
@@ -58,12 +58,20 @@ impl Engine {
         connection: ConnectionHandle,
         rsn: Rsn,
     ) -> Result<(), UlpCommandError> {
+        let slot = connection.index;
         let conn = live_connection(&mut self.connections, connection)?;
         let result = {
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
             target.ulp_ack(&mut ctx, rsn)
         };
-        self.after_ulp_answer(connection.index);
+        // `after_ulp_answer` on the connection found above: it looked the
+        // slot up twice more, itself and in `arm` (callgrind, push64:
+        // 3185.5 → 3160.5 instructions per transaction).
+        if conn.target.has_queued() {
+            self.data_ring.activate(slot);
+        }
+        self.ack_ring.activate(slot);
+        arm_connection(&mut self.unarmed, conn, slot);
         self.finish(now);
         result
     }

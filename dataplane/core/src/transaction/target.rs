@@ -218,23 +218,30 @@ impl Target {
             return;
         }
         let index = offset as usize;
-        while self.slots.len() <= index {
+        // The RSNs before it not seen yet enter the ring as holes.
+        while self.slots.len() < index {
             self.slots.push_back().reset();
         }
+        // The RSN just past the ring's back (every in-order arrival): its
+        // slot is taken in only once the request is admitted, and filled
+        // without a reset first (a refusal leaves it a hole, as before).
+        let fresh = index == self.slots.len();
         let kind = match arrival.kind {
             PacketKind::PushData => TransactionKind::Push,
             _ => TransactionKind::Pull,
         };
-        match self.slots[index].state {
-            TargetState::Unseen => {}
-            TargetState::PushDataRnrWait if kind == TransactionKind::Push => {}
-            _ => {
-                self.fault(
-                    ctx,
-                    DropReason::DuplicateRsn,
-                    ConnectionFault::DuplicateRsn { rsn },
-                );
-                return;
+        if !fresh {
+            match self.slots[index].state {
+                TargetState::Unseen => {}
+                TargetState::PushDataRnrWait if kind == TransactionKind::Push => {}
+                _ => {
+                    self.fault(
+                        ctx,
+                        DropReason::DuplicateRsn,
+                        ConnectionFault::DuplicateRsn { rsn },
+                    );
+                    return;
+                }
             }
         }
         let head_of_line = match self.ordering {
@@ -259,38 +266,87 @@ impl Target {
                 .refuse(ctx.now, arrival, Refusal::InsufficientResources);
             ctx.shared.drops.record(reason);
             ctx.shared.stats.resource_refusals += 1;
+            self.keep_hole(fresh);
             return;
         }
         let (psn, request_length) = (arrival.psn, arrival.request_length);
         if let Err(reason) = ctx.delivery.admit(ctx.now, arrival) {
             ctx.shared.resources.release(ctx.account, &demand);
             ctx.shared.drops.record(reason);
+            self.keep_hole(fresh);
             return;
         }
         // The network-request pools' occupancy grew: a buffer-level sample.
         ctx.shared.occupancy_changed = true;
-        let slot = &mut self.slots[index];
-        slot.state = match kind {
-            TransactionKind::Push => TargetState::PushDataRx,
-            TransactionKind::Pull => TargetState::PullReqRx,
+        // A push `deliver_ready` would deliver at once (§8.5.2): unordered,
+        // or NRSN with no RNR redelivery awaited. Its payload goes straight
+        // into the ULP event instead of into the slot and out again; with
+        // the slot past the back filled without a reset first (callgrind,
+        // push64: 3160.5 → 3086.8 instructions per transaction).
+        let deliver_now = kind == TransactionKind::Push
+            && match self.ordering {
+                OrderingMode::Ordered => self.blocked.is_empty() && rsn == self.next,
+                OrderingMode::Unordered => true,
+            };
+        let slot = if fresh {
+            // As `retire` (or `SlotRing::new`) left it: payload empty.
+            let slot = self.slots.push_back();
+            slot.data = Demand::ZERO;
+            slot.redelivery = false;
+            slot.delivered_at = Timestamp::ZERO;
+            slot
+        } else {
+            &mut self.slots[index]
         };
         slot.kind = kind;
         slot.psn = psn;
         slot.request_length = request_length;
-        let shared = &mut *ctx.shared;
-        slot.payload = match kind {
-            TransactionKind::Push => {
-                payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives)
-            }
-            TransactionKind::Pull => payload.copy(&mut shared.buffers),
-        };
         slot.network = demand;
         // No `retire`: an arrival finishes no slot (the front is retired by
         // whatever finished it: the ULP's answer, a resync, the sweep), so
         // it had nothing to pop here — ~40 instructions a request
         // (callgrind, `bench core --profile push64-psp`).
-        self.deliver_ready(ctx, rsn);
+        if deliver_now {
+            // What `deliver_ready` → `deliver` do with it, the payload
+            // never stored in the slot (a delivered push's stays empty).
+            debug_assert!(slot.payload.is_empty());
+            slot.state = TargetState::PushReqUlpTx;
+            let shared = &mut *ctx.shared;
+            let stored = payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives);
+            Self::hand_over(slot, ctx, rsn, stored);
+            self.note_delivery(ctx.now);
+            if self.ordering == OrderingMode::Ordered {
+                self.next = self.next.next();
+                // Held requests after it follow in RSN order; none is held
+                // past the ring's back (callgrind, push64: 3086.8 → 3068.7
+                // instructions per transaction).
+                if index + 1 < self.slots.len() {
+                    self.deliver_ready(ctx, rsn);
+                }
+            }
+        } else {
+            slot.state = match kind {
+                TransactionKind::Push => TargetState::PushDataRx,
+                TransactionKind::Pull => TargetState::PullReqRx,
+            };
+            let shared = &mut *ctx.shared;
+            slot.payload = match kind {
+                TransactionKind::Push => {
+                    payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives)
+                }
+                TransactionKind::Pull => payload.copy(&mut shared.buffers),
+            };
+            self.deliver_ready(ctx, rsn);
+        }
         debug_assert!(!self.slots.front().is_some_and(|f| f.state.is_finished()));
+    }
+
+    /// A refused request's RSN, if it was past the ring's back, still
+    /// enters the ring, as a hole.
+    fn keep_hole(&mut self, fresh: bool) {
+        if fresh {
+            self.slots.push_back().reset();
+        }
     }
 
     /// The ULP accepted request `rsn` (§8.5.3.1 PullReqUlpAckd, §8.5.3.3
@@ -699,11 +755,6 @@ impl Target {
             TransactionKind::Push => TargetState::PushReqUlpTx,
             TransactionKind::Pull => TargetState::PullReqUlpTx,
         };
-        let stats = &mut ctx.shared.stats;
-        stats.requests_delivered += 1;
-        if slot.redelivery {
-            stats.redeliveries += 1;
-        }
         // Push Data moves to the ULP (an RNR redelivery comes with the
         // retransmission); a Pull Request's ULP headers stay for a local
         // RNR redelivery until the ULP accepts it.
@@ -711,6 +762,19 @@ impl Target {
             TransactionKind::Push => core::mem::take(&mut slot.payload),
             TransactionKind::Pull => Payload::from(ctx.shared.buffers.copy_of(&slot.payload)),
         };
+        Self::hand_over(slot, ctx, rsn, payload);
+        self.note_delivery(ctx.now);
+    }
+
+    /// Request `rsn`, its `slot` marked delivered, goes to the ULP with
+    /// `payload`.
+    #[inline(always)]
+    fn hand_over(slot: &mut Slot, ctx: &mut Ctx<'_>, rsn: Rsn, payload: Payload) {
+        let stats = &mut ctx.shared.stats;
+        stats.requests_delivered += 1;
+        if slot.redelivery {
+            stats.redeliveries += 1;
+        }
         ctx.shared.events.push_back(UlpEvent::Request(Request {
             connection: ctx.connection,
             rsn,
@@ -720,8 +784,14 @@ impl Target {
             redelivery: slot.redelivery,
         }));
         slot.delivered_at = ctx.now;
+    }
+
+    /// A request was delivered at `now`: the reclaim sweep is due at the
+    /// latest `timeout` after it.
+    #[inline(always)]
+    fn note_delivery(&mut self, now: Timestamp) {
         if self.sweep_at.is_none() {
-            let deadline = ctx.now.saturating_add(self.timeout);
+            let deadline = now.saturating_add(self.timeout);
             self.sweep_at = Some(deadline);
             self.note_deadline(deadline);
         }

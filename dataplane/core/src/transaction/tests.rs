@@ -15,7 +15,7 @@ use crate::delivery::{
 use crate::drop::DropReason;
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::random::{Random, SplitMix64};
-use crate::resources::{ResourceConfig, Resources};
+use crate::resources::{Credit, ResourceConfig, Resources};
 use crate::seq::Psn;
 use crate::wire::{
     BaseHeader, FalconRepr, ProtocolType, PullRequestRepr, PushDataRepr, RnrTimeout,
@@ -318,6 +318,10 @@ fn resource_refusal_is_a_nack_and_hol_still_gets_in() {
     }
     assert!(h.shared.events.is_empty(), "waiting for RSN 0");
     assert_eq!(h.shared.stats.resource_refusals, 3);
+    // Each refused RSN (past the ring's back on arrival) is a hole.
+    for request in &sent[3..] {
+        assert_eq!(h.target.state(request.rsn), Some(TargetState::Unseen));
+    }
     assert_eq!(h.shared.drops.get(DropReason::InsufficientResources), 3);
     let nack = h
         .delivery
@@ -337,6 +341,57 @@ fn resource_refusal_is_a_nack_and_hol_still_gets_in() {
         })
         .collect();
     assert_eq!(rsns, vec![sent[0].rsn, sent[1].rsn, sent[2].rsn]);
+}
+
+/// A push that may go at once (NRSN on an ordered connection, any on an
+/// unordered one) is delivered straight from its arrival; one that may not
+/// is held in its slot and delivered in its turn. Both reach the ULP alike,
+/// in RSN order when ordered, and retire alike once ULP-ACKed.
+#[test]
+fn pushes_delivered_on_arrival_and_after_being_held_alike() {
+    for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
+        let mut h = Harness::new(ordering);
+        let sent = requests(&[true; 3]);
+        // RSN 1 before RSN 0: held when ordered, RSN 0 a hole.
+        h.arrive(&sent[1]);
+        let first = match ordering {
+            OrderingMode::Ordered => TargetState::PushDataRx,
+            OrderingMode::Unordered => TargetState::PushReqUlpTx,
+        };
+        assert_eq!(h.target.state(sent[1].rsn), Some(first));
+        assert_eq!(h.target.state(sent[0].rsn), Some(TargetState::Unseen));
+        // RSN 0 fills the hole and goes at once (RSN 1 after it when
+        // ordered); RSN 2, past the ring's back, goes at once.
+        h.arrive(&sent[0]);
+        h.arrive(&sent[2]);
+        let delivered: Vec<Request> = core::iter::from_fn(|| next_request(&mut h)).collect();
+        let order = match ordering {
+            OrderingMode::Ordered => [0, 1, 2],
+            OrderingMode::Unordered => [1, 0, 2],
+        };
+        assert_eq!(
+            delivered.iter().map(|r| r.rsn).collect::<Vec<_>>(),
+            order.map(|i| sent[i].rsn)
+        );
+        for request in &delivered {
+            let bytes = request.rsn.value().to_le_bytes();
+            assert_eq!(request.kind, TransactionKind::Push);
+            assert_eq!(request.request_length, 8);
+            assert!(!request.redelivery);
+            assert_eq!(request.payload, [bytes, bytes].concat());
+            assert_eq!(h.target.state(request.rsn), Some(TargetState::PushReqUlpTx));
+        }
+        assert_eq!(h.shared.stats.requests_delivered, 3);
+        assert!(h.shared.events.is_empty());
+        for request in &delivered {
+            let (mut ctx, target) = h.ctx();
+            target.ulp_ack(&mut ctx, request.rsn).unwrap();
+        }
+        let end = sent[2].rsn.next();
+        assert_eq!(h.target.rsns(), (end, end));
+        assert_eq!(h.shared.resources.used(Credit::NetReqPktRx), 0);
+        assert_eq!(h.shared.resources.used(Credit::NetReqBufRx), 0);
+    }
 }
 
 #[test]

@@ -312,6 +312,15 @@ impl BaseHeader {
         Ok(BaseHeader::read(&packet))
     }
 
+    /// [`parse_typed`](Self::parse_typed) for [`FalconRepr::parse`](super::Repr::parse),
+    /// which checked the version and the packet type already: reads the
+    /// base header at the start of `bytes` (at least [`HEADER_LEN`] long,
+    /// checked here).
+    #[inline(always)]
+    pub(super) fn parse_peeked(bytes: &[u8]) -> Result<BaseHeader, ParseError> {
+        Ok(BaseHeader::read(&Packet::new_checked(bytes)?))
+    }
+
     /// Writes the base header at the start of `bytes`.
     pub(super) fn emit_typed(&self, packet_type: PacketType, bytes: &mut [u8]) {
         self.write(packet_type, &mut Packet::new_unchecked(bytes));

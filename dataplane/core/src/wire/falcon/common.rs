@@ -44,6 +44,10 @@ pub const PEEK_LEN: usize = field::TYPE_BYTE + 1;
 macro_rules! common_getters {
     () => {
         /// Version (byte 0 bits 7:4); 1 in Falcon 0.9.
+        // Inline with `packet_type`: the typed parsers' repeated checks
+        // fold into the dispatch's (callgrind, push64: 3068.7 → 3061.5
+        // instructions per transaction).
+        #[inline]
         pub fn version(&self) -> u8 {
             use $crate::wire::falcon::common::field;
             (self.buffer.as_ref()[field::VERSION] & field::VERSION_MASK) >> field::VERSION_SHIFT
@@ -57,6 +61,7 @@ macro_rules! common_getters {
         }
 
         /// Packet type (byte 7 bits 4:1).
+        #[inline]
         pub fn packet_type(&self) -> $crate::wire::falcon::PacketType {
             use $crate::wire::falcon::common::field;
             let byte = self.buffer.as_ref()[field::TYPE_BYTE];

@@ -101,7 +101,7 @@ impl Repr {
             PacketType::PullData => Repr::PullData(pull_data::Repr::parse(
                 &pull_data::Packet::new_checked(bytes)?,
             )?),
-            PacketType::PushData => Repr::PushData(push_data::Repr::parse(
+            PacketType::PushData => Repr::PushData(push_data::Repr::parse_peeked(
                 &push_data::Packet::new_checked(bytes)?,
             )?),
             PacketType::Resync => {
@@ -235,6 +235,28 @@ mod tests {
                 }
                 None => prop_assert_eq!(repr.header_len(), bytes.len()),
             }
+        }
+    }
+
+    proptest! {
+        /// A Push Data through the dispatch, which checks version and type
+        /// once (`push_data::Repr::parse_peeked`), parses as through its
+        /// typed parser, which checks them itself: the same repr or the
+        /// same error, whatever the bytes after the type.
+        #[test]
+        fn push_data_dispatch_agrees_with_the_typed_parser(
+            mut bytes in proptest::collection::vec(any::<u8>(), 8..48),
+            request_length in 0u8..20,
+        ) {
+            bytes[0] = (bytes[0] & 0x0F) | 0x10;
+            bytes[7] = (bytes[7] & 0b111_0000_1) | 0b000_0101_0;
+            if bytes.len() >= 28 {
+                bytes[26] = 0;
+                bytes[27] = request_length;
+            }
+            let typed = push_data::Packet::new_checked(&bytes[..])
+                .and_then(|p| push_data::Repr::parse(&p));
+            prop_assert_eq!(Repr::parse(&bytes), typed.map(Repr::PushData));
         }
     }
 
