@@ -99,6 +99,12 @@ impl AckCoalescing {
         self.immediate = false;
     }
 
+    /// The timer runs or credits are counted: [`stop_timer`](Self::stop_timer)
+    /// has something to stop.
+    pub fn is_counting(&self) -> bool {
+        self.credits != 0 || self.deadline.is_some()
+    }
+
     /// Everything useful was piggy-backed on an outgoing packet: stop the
     /// timer and reset the count, but keep a pending AR-triggered ACK.
     /// §9.1.6 lets the piggyback stop only "the ACK coalescing timer"; the
@@ -208,7 +214,9 @@ mod tests {
         let t0 = Timestamp::from_micros(100);
         let timeout = Duration::from_micros(8);
         assert!(!ack.is_pending());
+        assert!(!ack.is_counting(), "nothing for a piggyback to stop");
         ack.add(t0, CREDITS_PUSH, timeout);
+        assert!(ack.is_counting());
         assert!(!ack.is_due(t0, 10));
         assert_eq!(ack.deadline(t0), Some(Timestamp::from_micros(108)));
         // The timer is not restarted by later packets.
@@ -228,6 +236,7 @@ mod tests {
         ack.add(t0, CREDITS_PACKET, timeout);
         ack.stop_timer();
         assert_eq!(ack.timer(), None);
+        assert!(!ack.is_counting());
         assert!(ack.is_due(t0, 10));
         ack.reset();
         assert!(!ack.is_due(t0 + timeout, 10));

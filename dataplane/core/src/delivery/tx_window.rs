@@ -120,6 +120,12 @@ pub struct TxWindow {
     slots: Box<[SentPacket]>,
     mask: u32,
     /// The TX ack bitmap (§9.1.1), bit `psn mod capacity`.
+    ///
+    /// Both bitmaps are clear outside `[BPSN, NPSN)`: bits are set only for
+    /// outstanding PSNs, and [`advance_to`](Self::advance_to) clears the
+    /// range it releases (or finds it clear). A first transmission's bits
+    /// are therefore clear already (callgrind, push64 profile: clearing them
+    /// again cost ~20 instructions per packet).
     acked: RingBitmap,
     /// Packets eligible for retransmission and not yet resent.
     retransmit: RingBitmap,
@@ -237,8 +243,7 @@ impl TxWindow {
             self.outstanding_requests += 1;
         }
         self.slots[(psn.value() & self.mask) as usize] = packet;
-        self.acked.clear(psn);
-        self.retransmit.clear(psn);
+        self.debug_assert_bits_clear(psn);
         self.next = psn.next();
         psn
     }
@@ -282,10 +287,17 @@ impl TxWindow {
         slot.rnr_until = None;
         slot.retransmitted = false;
         slot.reason = Retransmission::Timeout;
-        self.acked.clear(psn);
-        self.retransmit.clear(psn);
+        self.debug_assert_bits_clear(psn);
         self.next = psn.next();
         psn
+    }
+
+    /// NPSN's bits are clear (see [`acked`](Self::acked)).
+    fn debug_assert_bits_clear(&self, psn: Psn) {
+        debug_assert!(
+            !self.acked.get(psn) && !self.retransmit.get(psn),
+            "a bit set outside [BPSN, NPSN)"
+        );
     }
 
     /// Moves BPSN to `new_base` (an ACK's cumulative base, checked by the

@@ -47,7 +47,11 @@ impl Engine {
         while visits > 0 {
             visits -= 1;
             let slot = self.data_ring.front()?;
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
+            // The box opened once: through `&mut Box<Connection>` every
+            // field access reloaded the box pointer after each store
+            // (callgrind, push64 profile: 3155 → 3144 instructions per
+            // transaction).
+            let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
                 self.data_ring.mask_front();
                 continue;
             };
