@@ -242,29 +242,20 @@ impl DeliveryConnection {
         if self.failed.is_some() {
             return RxOutcome::Dropped(DropReason::ConnectionNotAlive);
         }
-        match repr {
-            FalconRepr::Back(back) => self.handle_ack(now, back, None, meta),
-            FalconRepr::Eack(eack) => self.handle_ack(now, &eack.back, Some(eack), meta),
-            FalconRepr::Nack(nack) => self.handle_nack(now, nack, meta),
-            FalconRepr::PullRequest(r) => self.handle_transaction(
-                now,
-                PacketKind::PullRequest,
-                &r.header,
-                r.request_length,
-                meta,
-            ),
-            FalconRepr::PullData(r) => {
-                self.handle_transaction(now, PacketKind::PullData, &r.header, 0, meta)
-            }
-            FalconRepr::PushData(r) => self.handle_transaction(
-                now,
-                PacketKind::PushData,
-                &r.header,
-                r.request_length,
-                meta,
-            ),
-            FalconRepr::Resync(r) => self.handle_resync(now, r, meta),
-        }
+        // One call of `handle_transaction` for the three transaction types,
+        // so that it is inlined here: three calls kept it out of line, a
+        // call and its register saves per packet (callgrind, push64: 2998.4
+        // → 2989.6 instructions per transaction).
+        let (kind, header, request_length) = match repr {
+            FalconRepr::Back(back) => return self.handle_ack(now, back, None, meta),
+            FalconRepr::Eack(eack) => return self.handle_ack(now, &eack.back, Some(eack), meta),
+            FalconRepr::Nack(nack) => return self.handle_nack(now, nack, meta),
+            FalconRepr::Resync(r) => return self.handle_resync(now, r, meta),
+            FalconRepr::PullRequest(r) => (PacketKind::PullRequest, &r.header, r.request_length),
+            FalconRepr::PullData(r) => (PacketKind::PullData, &r.header, 0),
+            FalconRepr::PushData(r) => (PacketKind::PushData, &r.header, r.request_length),
+        };
+        self.handle_transaction(now, kind, header, request_length, meta)
     }
 
     /// The transaction sublayer took a delivered packet: the receiver marks

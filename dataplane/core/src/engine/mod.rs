@@ -191,7 +191,7 @@ use crate::wire::{
 };
 
 use cid::CidTable;
-use rue_inline::RueExternal;
+use rue_inline::{rue_offer_due, RueExternal};
 
 pub use crate::transaction::ConnectionHandle;
 pub use config::{
@@ -721,13 +721,24 @@ impl Engine {
     /// After any input or command on a connection: hand its delivery events
     /// to the transaction sublayer, feed the RUE, put it on the scheduler
     /// rings and re-arm its timer.
-    #[inline]
+    ///
+    /// Inlined into the receive path (it was a call of its own per frame,
+    /// with its register saves), and `arm` and the RUE offer share one
+    /// lookup of the slot: callgrind, push64: 3029.3 → 3016.0 (inlined) →
+    /// 2998.4 (one lookup) instructions per transaction. Arming only lists
+    /// the slot for `arm_pending`, so it may come before the RUE offer.
+    #[inline(always)]
     fn after_input(&mut self, slot: u32, now: Timestamp) {
         self.drain_delivery_events(slot, now);
-        self.rue_offer(slot, now);
         self.data_ring.activate(slot);
         self.ack_ring.activate(slot);
-        self.arm(slot);
+        let Some(conn) = self.connections[slot as usize].as_mut() else {
+            return;
+        };
+        arm_connection(&mut self.unarmed, conn, slot);
+        if rue_offer_due(&self.rue, &self.rue_external, conn) {
+            self.offer_rue_event(slot, now);
+        }
     }
 
     /// Notes that the connection's deadlines may have moved: its wheel

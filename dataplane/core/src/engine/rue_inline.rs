@@ -23,7 +23,7 @@
 
 use rue::{CcEvent, CcResult};
 
-use crate::engine::Engine;
+use crate::engine::{Connection, Engine, RueInline};
 use crate::time::Timestamp;
 
 /// Rounds of process → apply → offer per engine call (an applied result may
@@ -62,14 +62,13 @@ impl Engine {
         let Some(conn) = self.connections[slot as usize].as_ref() else {
             return;
         };
-        if self.rue_external.is_some() || (self.rue.is_some() && conn.delivery.may_poll_rue_event())
-        {
+        if rue_offer_due(&self.rue, &self.rue_external, conn) {
             self.offer_rue_event(slot, now);
         }
     }
 
     #[inline(never)]
-    fn offer_rue_event(&mut self, slot: u32, now: Timestamp) {
+    pub(super) fn offer_rue_event(&mut self, slot: u32, now: Timestamp) {
         let Some(conn) = self.connections[slot as usize].as_mut() else {
             return;
         };
@@ -186,4 +185,16 @@ impl Engine {
         self.finish(now);
         applied
     }
+}
+
+/// Whether [`Engine::rue_offer`] has something to do for `conn`: an
+/// external RUE lists every connection, an inline one takes its pending
+/// CC event if its admission allows.
+#[inline(always)]
+pub(super) fn rue_offer_due(
+    rue: &Option<RueInline>,
+    rue_external: &Option<RueExternal>,
+    conn: &Connection,
+) -> bool {
+    rue_external.is_some() || (rue.is_some() && conn.delivery.may_poll_rue_event())
 }

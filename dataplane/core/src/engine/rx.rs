@@ -102,7 +102,7 @@ impl Engine {
         };
         let slot = self.by_cid.get(cid).ok_or(DropReason::UnknownConnection)?;
         let conn = self.connections[slot as usize]
-            .as_mut()
+            .as_deref_mut()
             .ok_or(DropReason::UnknownConnection)?;
         if conn.dead {
             return Err(DropReason::ConnectionNotAlive);
@@ -140,7 +140,16 @@ impl Engine {
             }
         }
         // Piggy-backed ACKs first: a Pull Request's ACK before its Pull Data.
-        self.drain_delivery_events(slot, now);
+        // `drain_delivery_events` on the connection in hand (held as
+        // `&mut Connection`, not through its `Box`, which was reloaded after
+        // every call), looked up again only after a dispatch: callgrind,
+        // push64: 2989.6 → 2969.6 instructions per transaction.
+        let conn = if conn.delivery.has_events() {
+            self.dispatch_delivery_events(slot, now);
+            conn_in(&mut self.connections, slot)
+        } else {
+            conn
+        };
         match outcome {
             RxOutcome::Deliver(arrival) => {
                 // The repr is owned: from here on only the payload is read
@@ -149,7 +158,6 @@ impl Engine {
                     Some(r) => input.payload(falcon_start + r.start..falcon_start + r.end),
                     None => RxPayload::Borrowed(&[]),
                 };
-                let conn = conn_in(&mut self.connections, slot);
                 if conn.dead {
                     self.shared.drops.record(DropReason::ConnectionNotAlive);
                 } else if arrival.kind == PacketKind::PullData {
