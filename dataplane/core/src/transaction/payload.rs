@@ -291,7 +291,13 @@ impl RxPayload<'_> {
     /// ([`Buffers::exchange`] leaves a spare in its place) and counts it in
     /// `taken`; anything else is copied into a recycled vector. Call it
     /// only for a payload that is kept: taking is final.
-    #[inline]
+    ///
+    /// Always inlined: out of line (LLVM's choice under `#[inline]`, with
+    /// two callers in `Target::on_request`) a 64-byte push's copy paid a
+    /// call, four register saves and the `Payload` returned through memory
+    /// (callgrind, push64: 2900.8 → 2888.8 instructions per transaction,
+    /// `on_request` 379 → 367 inclusive).
+    #[inline(always)]
     pub fn store(self, buffers: &mut Buffers, taken: &mut u64) -> Payload {
         match self {
             RxPayload::Frame { frame, range } if range.len() >= ZERO_COPY_MIN_LEN => {
