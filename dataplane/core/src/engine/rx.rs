@@ -16,7 +16,8 @@ use psp::NEXT_HEADER_FALCON;
 
 use crate::delivery::{Event, PacketKind, RxMeta, RxOutcome};
 use crate::drop::DropReason;
-use crate::engine::{conn_in, Engine};
+use crate::engine::rue_inline::rue_offer_due;
+use crate::engine::{arm_connection, conn_in, Engine};
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::random::Random;
 use crate::time::Timestamp;
@@ -171,7 +172,23 @@ impl Engine {
             RxOutcome::Dropped(reason) => self.shared.drops.record(reason),
             RxOutcome::Processed => {}
         }
-        self.after_input(slot, now);
+        // `after_input`, on the connection in hand: its event check and its
+        // arming looked the slot up again, once each (callgrind, push64:
+        // 2888.8 → 2874.1 instructions per transaction). Arming and the RUE
+        // check only read the connection, so they may come before the rings.
+        let conn = if conn.delivery.has_events() {
+            self.dispatch_delivery_events(slot, now);
+            conn_in(&mut self.connections, slot)
+        } else {
+            conn
+        };
+        arm_connection(&mut self.unarmed, conn, slot);
+        let rue_due = rue_offer_due(&self.rue, &self.rue_external, conn);
+        self.data_ring.activate(slot);
+        self.ack_ring.activate(slot);
+        if rue_due {
+            self.offer_rue_event(slot, now);
+        }
         Ok(())
     }
 
