@@ -12,9 +12,7 @@
 use rue::RetransmitReason;
 
 use crate::delivery::connection::{DeliveryConnection, OrderingMode};
-use crate::delivery::packet::{
-    OutgoingPacket, PacketKind, PayloadHandle, Retransmission, SentKind, TxPacket,
-};
+use crate::delivery::packet::{PacketKind, PayloadHandle, Retransmission, SentKind, TxPacket};
 use crate::delivery::tx_window::SentPacket;
 use crate::seq::{Psn, Rsn};
 use crate::time::{timing_wheel_units, Timestamp};
@@ -37,6 +35,17 @@ enum Queue {
     PullData,
     PullRequests,
     PushData,
+}
+
+impl Queue {
+    /// The kind of every packet in the queue.
+    const fn kind(self) -> PacketKind {
+        match self {
+            Queue::PullData => PacketKind::PullData,
+            Queue::PullRequests => PacketKind::PullRequest,
+            Queue::PushData => PacketKind::PushData,
+        }
+    }
 }
 
 impl DeliveryConnection {
@@ -135,43 +144,49 @@ impl DeliveryConnection {
     #[inline]
     fn pick_first(&self) -> Option<Candidate> {
         let gate = self.gate();
-        let ready = |packet: &OutgoingPacket| {
-            let window = packet.kind.window();
+        // A queue holds one kind (`submit` queues by kind), so its window and
+        // its ncwnd gating are the queue's, not read from the head packet:
+        // only the ordered choice between two request heads reads a head
+        // (callgrind, push64 profile: 2968 → 2953 instructions per
+        // transaction).
+        let ready = |queue: Queue| {
+            let kind = queue.kind();
+            let window = kind.window();
             let tx = self.tx(window);
             let paused = self.own_paused[usize::from(window == Window::Data)];
-            tx.has_room() && !paused && gate.allows_first(tx, packet.kind.is_request())
+            tx.has_room() && !paused && gate.allows_first(tx, kind.is_request())
         };
-        let requests = self.queues.pull_requests.front();
-        let pushes = self.queues.push_data.front();
+        let requests = !self.queues.pull_requests.is_empty();
+        let pushes = !self.queues.push_data.is_empty();
         let initiator = match (requests, pushes) {
-            (None, None) => None,
-            (Some(r), None) => ready(r).then_some(Queue::PullRequests),
-            (None, Some(p)) => ready(p).then_some(Queue::PushData),
-            (Some(r), Some(p)) if self.params.ordering == OrderingMode::Ordered => {
-                if p.rsn.before(r.rsn) {
-                    ready(p).then_some(Queue::PushData)
-                } else {
-                    ready(r).then_some(Queue::PullRequests)
-                }
-            }
-            (Some(r), Some(p)) => {
-                let order = if self.round_robin & 1 == 0 {
-                    [(r, Queue::PullRequests), (p, Queue::PushData)]
-                } else {
-                    [(p, Queue::PushData), (r, Queue::PullRequests)]
+            (false, false) => None,
+            (true, false) => Some(Queue::PullRequests).filter(|&q| ready(q)),
+            (false, true) => Some(Queue::PushData).filter(|&q| ready(q)),
+            (true, true) if self.params.ordering == OrderingMode::Ordered => {
+                let (Some(r), Some(p)) = (
+                    self.queues.pull_requests.front(),
+                    self.queues.push_data.front(),
+                ) else {
+                    unreachable!("both queues are non-empty");
                 };
-                order
-                    .into_iter()
-                    .find(|(packet, _)| ready(packet))
-                    .map(|(_, q)| q)
+                let first = if p.rsn.before(r.rsn) {
+                    Queue::PushData
+                } else {
+                    Queue::PullRequests
+                };
+                Some(first).filter(|&q| ready(q))
+            }
+            (true, true) => {
+                let order = if self.round_robin & 1 == 0 {
+                    [Queue::PullRequests, Queue::PushData]
+                } else {
+                    [Queue::PushData, Queue::PullRequests]
+                };
+                order.into_iter().find(|&q| ready(q))
             }
         };
-        let target = self
-            .queues
-            .pull_data
-            .front()
-            .filter(|packet| ready(packet))
-            .map(|_| Queue::PullData);
+        let target =
+            Some(Queue::PullData).filter(|&q| !self.queues.pull_data.is_empty() && ready(q));
         let queue = if self.round_robin & 2 == 0 {
             initiator.or(target)
         } else {
@@ -189,6 +204,7 @@ impl DeliveryConnection {
             Queue::PushData => self.queues.push_data.pop_front(),
             Queue::PullData => self.queues.pull_data.pop_front(),
         }?;
+        debug_assert_eq!(packet.kind, queue.kind(), "submit queues by kind");
         let window = packet.kind.window();
         let psn = self.tx_mut(window).push_first(
             now,

@@ -14,7 +14,7 @@ use psp::{TxSa, ICV_LEN};
 
 use crate::delivery::Retransmission;
 use crate::drop::DropReason;
-use crate::engine::Engine;
+use crate::engine::{arm_connection, Engine};
 use crate::time::Timestamp;
 use crate::transaction::{decode_handle, Role};
 use crate::wire::{FalconRepr, FrameTemplate};
@@ -71,7 +71,7 @@ impl Engine {
                 // until an input activates it again. A paced packet armed
                 // the pacing release, which the wheel must know.
                 self.data_ring.mask_front();
-                self.arm(slot);
+                arm_connection(&mut self.unarmed, conn, slot);
                 continue;
             };
             self.data_ring.rotate();
@@ -114,7 +114,9 @@ impl Engine {
                 payload,
                 now,
             );
-            self.arm(slot);
+            // On the connection at hand: `arm` looked it up again (callgrind,
+            // push64 profile: 2898 → 2884 instructions per transaction).
+            arm_connection(&mut self.unarmed, conn, slot);
             match result {
                 Ok(len) => {
                     self.stats.tx_frames += 1;

@@ -356,7 +356,11 @@ impl Initiator {
     }
 
     /// [`on_first_transmit`](Self::on_first_transmit), then the payload to
-    /// build the packet with (one slot lookup for both).
+    /// build the packet with (one slot lookup for both). Inline in the
+    /// transmit loop, its only caller: out of line it paid a call and its
+    /// register saves per first transmission (callgrind, push64 profile:
+    /// `poll_transmit` 677 → 671 inclusive).
+    #[inline]
     pub fn first_transmit(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) -> &[u8] {
         let Some(index) = self.index(rsn) else {
             return &[];

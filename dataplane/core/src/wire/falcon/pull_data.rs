@@ -23,6 +23,9 @@ pub const HEADER_LEN: usize = base::HEADER_LEN;
 
 /// A Pull Data packet as values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// `repr(C)`: the base header first, as in every transaction repr (see
+// `push_data::Repr`).
+#[repr(C)]
 pub struct Repr {
     /// Base-header fields (packet type 0011b implied).
     pub header: BaseHeader,

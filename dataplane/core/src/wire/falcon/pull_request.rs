@@ -137,6 +137,9 @@ impl<T: AsRef<[u8]>> fmt::Display for Packet<T> {
 /// A Pull Request as values. Reserved fields are ignored on parse and zero on
 /// emit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// `repr(C)`: the base header first, as in every transaction repr (see
+// `push_data::Repr`).
+#[repr(C)]
 pub struct Repr {
     /// Base-header fields (packet type 0000b implied; `psn` is a
     /// request-window PSN).

@@ -133,6 +133,12 @@ impl<T: AsRef<[u8]>> fmt::Display for Packet<T> {
 
 /// A Push Data packet as values. The payload length is the request length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// `repr(C)`, as Pull Request, Pull Data and Resync: the base header is at
+// offset 0 of every `FalconRepr` variant that has one. Laid out by rustc it
+// was at 0, 4 or 8 by variant, and the transmit path's header build, merged
+// over the variants, stored each header field at every offset (callgrind,
+// push64 profile: 2953 → 2909 instructions per transaction).
+#[repr(C)]
 pub struct Repr {
     /// Base-header fields (packet type 0101b implied; `psn` is a data-window
     /// PSN).

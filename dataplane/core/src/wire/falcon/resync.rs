@@ -145,6 +145,9 @@ impl<T: AsRef<[u8]>> fmt::Display for Packet<T> {
 /// A Resync packet as values. Reserved bits are ignored on parse and zero on
 /// emit; bytes after the 32-byte packet are ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// `repr(C)`: the base header first, as in every transaction repr (see
+// `push_data::Repr`).
+#[repr(C)]
 pub struct Repr {
     /// Base-header fields (packet type 0110b implied); `psn` and `rsn` are
     /// those of the original packet.
