@@ -669,6 +669,14 @@ impl Resources {
             // lanes decides, and only a refusal takes the checks below to
             // name its shortage (callgrind, with the commit: ~160 → ~100
             // instructions a submit).
+            // The sums `commit` would store, computed once: checked here,
+            // stored if they pass (adding the demand again in `commit`,
+            // two calls: callgrind, push64 profile: `Engine::submit` 247.3
+            // → 244.3 instructions inclusive).
+            let mut connection = account.credits.used;
+            let mut global = self.used;
+            add_lanes(&mut connection, demand);
+            add_lanes(&mut global, demand);
             let mut over = false;
             for (i, &lane) in ULP_LANES.iter().enumerate() {
                 // Over all eight u32 lanes (the two network ones masked out),
@@ -679,13 +687,15 @@ impl Resources {
                 // instructions).
                 let in_set = lane != 0;
                 let units = demand.units[i] & lane;
-                let connection = account.credits.used[i].wrapping_add(units);
-                let global = self.used[i].wrapping_add(units);
+                let (connection, global) = (connection[i], global[i]);
                 over |= in_set & ((connection < units) | (connection > account.credits.limit[i]));
                 over |= (units != 0) & ((global < units) | (global > self.capacity[i]));
             }
             if !over {
-                self.commit(account, demand);
+                // `commit`, which has no function or host level to add to
+                // here.
+                account.credits.used = connection;
+                self.used = global;
                 return Ok(());
             }
         }
