@@ -176,17 +176,20 @@ fn emit_frame(
 ) -> Result<usize, DropReason> {
     let headroom = frame.header_len();
     let psp_header = tx_sa.as_ref().map_or(0, |sa| sa.header_len());
-    let falcon_len = repr.buffer_len();
     let trailer = if tx_sa.is_some() { ICV_LEN } else { 0 };
     let start = headroom + psp_header;
-    if buf.len() < start + falcon_len + trailer {
+    let Some(payload_range) = buf
+        .len()
+        .checked_sub(trailer)
+        .and_then(|end| buf.get_mut(start..end))
+        .and_then(|room| repr.emit_within(room))
+    else {
         debug_assert!(false, "frame longer than max_frame_len");
         return Err(DropReason::TxSealFailed);
-    }
-    let falcon = &mut buf[start..start + falcon_len];
-    repr.emit(falcon);
-    if let Some(range) = repr.payload_range() {
-        let dst = &mut falcon[range];
+    };
+    let falcon_len = payload_range.end;
+    let dst = &mut buf[start..][payload_range];
+    if !dst.is_empty() {
         let n = dst.len().min(payload.len());
         dst[..n].copy_from_slice(&payload[..n]);
         if n < dst.len() {
