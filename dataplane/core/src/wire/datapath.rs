@@ -18,7 +18,7 @@
 
 use core::ops::Range;
 
-use crate::wire::checksum::{fold, internet_checksum, sum_words};
+use crate::wire::checksum::{fold, ipv4_header_checksum_ok, sum_words};
 use crate::wire::frame::{
     parse_with, ChecksumChecks, EmitError, FrameError, FrameRepr, IpFields, UdpChecksum,
 };
@@ -98,8 +98,11 @@ fn parse_short(bytes: &[u8], checks: ChecksumChecks) -> Option<RxFrame> {
     if be16(40) != 0 {
         return None;
     }
-    if checks.ipv4_header && !cfg!(fuzzing) && internet_checksum(&headers[14..34]) != 0 {
-        return None;
+    if checks.ipv4_header && !cfg!(fuzzing) {
+        let ip: &[u8; 20] = headers[14..34].try_into().ok()?;
+        if !ipv4_header_checksum_ok(ip) {
+            return None;
+        }
     }
     Some(RxFrame {
         dst_port: be16(36),
