@@ -7,6 +7,8 @@
 //! Performance: a plain 16-bit word loop. NICs verify and fill checksums in
 //! hardware on the DPDK path, and Falcon traffic normally sends UDP checksum 0
 //! (spec/psp.md §1.1), so this code runs off the hot path (pcap tools, sim).
+//! The exception is the software receive path's IPv4 header check, once per
+//! frame: [`ipv4_header_checksum_ok`] sums 32-bit words.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -82,6 +84,36 @@ pub fn internet_checksum(data: &[u8]) -> u16 {
     !fold(sum_words(data, 0))
 }
 
+/// Whether a 20-byte IPv4 header (no options) holds a correct header
+/// checksum (RFC 791 §3.1): the same answer as
+/// `internet_checksum(header) == 0`, from wider adds.
+///
+/// `internet_checksum` is 0 exactly when the sum S of the big-endian 16-bit
+/// words folds to 0xFFFF, that is when S ≠ 0 and S ≡ 0 (mod 0xFFFF) (folding
+/// keeps the value mod 0xFFFF and never turns a non-zero sum into 0). Here
+/// the header is summed as five little-endian 32-bit words: as 2^16 ≡ 1,
+/// each is ≡ the sum of its two 16-bit halves, and a byte-swapped 16-bit
+/// word is ≡ 256 times the word (RFC 1071 §2(B): the sum is byte-order
+/// independent), so this sum is ≡ 256·S; 256 is prime to 0xFFFF, so it is
+/// ≡ 0 exactly when S is, and it is 0 exactly when every byte is (then S
+/// is 0 too). Five loads and adds and a remainder by a constant (a
+/// multiply), ~20 instructions, instead of ten 16-bit words swapped,
+/// widened and summed and the fold's loop, ~30 (callgrind, push64: 2789.1
+/// → 2782.0 instructions per transaction, one frame each).
+#[inline]
+pub(crate) fn ipv4_header_checksum_ok(header: &[u8; 20]) -> bool {
+    let word = |at: usize| {
+        u64::from(u32::from_le_bytes([
+            header[at],
+            header[at + 1],
+            header[at + 2],
+            header[at + 3],
+        ]))
+    };
+    let sum = word(0) + word(4) + word(8) + word(12) + word(16);
+    sum != 0 && sum % 0xFFFF == 0
+}
+
 /// The UDP checksum of `datagram` (header and payload, with the checksum
 /// field as found) under `pseudo`: the complement of the folded sum. With the
 /// checksum field zeroed this is the value to transmit (after mapping 0 to
@@ -92,6 +124,8 @@ pub(crate) fn udp_checksum(pseudo: &PseudoHeader, datagram: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -108,6 +142,47 @@ mod tests {
     }
 
     #[test]
+    fn ipv4_header_check_edges() {
+        // All zero: the sum is 0, not a ones'-complement zero (checksum 0xFFFF).
+        assert!(!ipv4_header_checksum_ok(&[0; 20]));
+        assert_eq!(internet_checksum(&[0; 20]), 0xFFFF);
+        // All ones: ten words 0xFFFF fold to 0xFFFF (checksum 0).
+        assert!(ipv4_header_checksum_ok(&[0xFF; 20]));
+        assert_eq!(internet_checksum(&[0xFF; 20]), 0);
+    }
+
+    proptest! {
+        /// The wide check agrees with the plain checksum on any 20 bytes...
+        #[test]
+        fn ipv4_header_check_is_the_plain_checksum(header in proptest::array::uniform20(any::<u8>())) {
+            prop_assert_eq!(
+                ipv4_header_checksum_ok(&header),
+                internet_checksum(&header) == 0
+            );
+        }
+
+        /// ... and on headers that carry their correct checksum, then with
+        /// one byte changed (the random case above almost never passes).
+        #[test]
+        fn ipv4_header_check_on_checksummed_headers(
+            mut header in proptest::array::uniform20(any::<u8>()),
+            flip in 0usize..20,
+            xor in 1u8..,
+        ) {
+            header[10..12].fill(0);
+            let checksum = internet_checksum(&header);
+            header[10..12].copy_from_slice(&checksum.to_be_bytes());
+            prop_assert!(ipv4_header_checksum_ok(&header));
+            prop_assert_eq!(internet_checksum(&header), 0);
+            header[flip] ^= xor;
+            prop_assert_eq!(
+                ipv4_header_checksum_ok(&header),
+                internet_checksum(&header) == 0
+            );
+        }
+    }
+
+    #[test]
     fn known_ipv4_header_checksum() {
         // A classic example header (Wikipedia "IPv4 header checksum"):
         // checksum 0xb861.
@@ -119,5 +194,7 @@ mod tests {
         let mut with_sum = header;
         with_sum[10..12].copy_from_slice(&0xb861u16.to_be_bytes());
         assert_eq!(internet_checksum(&with_sum), 0);
+        assert!(ipv4_header_checksum_ok(&with_sum));
+        assert!(!ipv4_header_checksum_ok(&header));
     }
 }

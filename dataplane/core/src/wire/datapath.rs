@@ -18,7 +18,7 @@
 
 use core::ops::Range;
 
-use crate::wire::checksum::{fold, internet_checksum, sum_words};
+use crate::wire::checksum::{fold, ipv4_header_checksum_ok, sum_words};
 use crate::wire::frame::{
     parse_with, ChecksumChecks, EmitError, FrameError, FrameRepr, IpFields, UdpChecksum,
 };
@@ -72,6 +72,11 @@ pub fn parse_rx(bytes: &[u8], checks: ChecksumChecks) -> Result<RxFrame, FrameEr
 /// with checksum 0 and lengths that agree: exactly the frames `parse_with`
 /// accepts among those of this shape. `None` sends the frame to the full
 /// parser (which also names the error of a malformed one).
+///
+/// Inlined into its caller: out of line (LLVM's choice) every frame paid
+/// the call, the register saves and the `RxFrame` returned through memory
+/// (callgrind, push64: 2808.7 → 2789.1 instructions per transaction).
+#[inline]
 fn parse_short(bytes: &[u8], checks: ChecksumChecks) -> Option<RxFrame> {
     let headers: &[u8; SHORT_HEADERS] = bytes.get(..SHORT_HEADERS)?.try_into().ok()?;
     let be16 = |at: usize| u16::from_be_bytes([headers[at], headers[at + 1]]);
@@ -94,8 +99,11 @@ fn parse_short(bytes: &[u8], checks: ChecksumChecks) -> Option<RxFrame> {
     if be16(40) != 0 {
         return None;
     }
-    if checks.ipv4_header && !cfg!(fuzzing) && internet_checksum(&headers[14..34]) != 0 {
-        return None;
+    if checks.ipv4_header && !cfg!(fuzzing) {
+        let ip: &[u8; 20] = headers[14..34].try_into().ok()?;
+        if !ipv4_header_checksum_ok(ip) {
+            return None;
+        }
     }
     Some(RxFrame {
         dst_port: be16(36),
