@@ -45,8 +45,9 @@
 //!   "does nothing but acknowledge and recycle" says. Recycling raised
 //!   `loop4k_ratio` from 0.48–0.52 to 0.58–0.61 and `push64_ratio` from
 //!   0.32–0.35 to 0.34–0.36 on the 2-core dev VM (best of 3, load ≈ 2.3),
-//!   engine unchanged. Nothing else in the loop changed: depth 64, bursts
-//!   of 32, the clock read per loop turn.
+//!   engine unchanged, nothing else in the loop changed (depth 64, bursts
+//!   of 32). The clock, then read once per loop turn, is now read at each
+//!   engine's receive and transmit (see `EngineLoop::run`).
 
 use std::time::{Duration, Instant};
 
