@@ -767,14 +767,17 @@ fn complete_slot(ctx: &mut Ctx<'_>, slot: &mut Slot, rsn: Rsn, lanes: [u32; 8], 
             kind: slot.kind,
             status,
             ulp_nack_code,
-            data: core::mem::take(&mut slot.data),
             // The request goes back to the ULP unless a retransmission may
-            // still copy from it.
+            // still copy from it. Taken before `data`: the other way round,
+            // the data was parked on the stack across this branch and copied
+            // twice (callgrind, push64: `on_acked_run` 231 → 225 instructions
+            // per transaction).
             request: if slot.tx_held {
                 Vec::new()
             } else {
                 core::mem::take(&mut slot.request)
             },
+            data: core::mem::take(&mut slot.data),
         }));
 }
 
