@@ -155,14 +155,13 @@ impl RxWindow {
             self.own = true;
             return Err(WindowCheck::OutOfWindow);
         }
-        let bit = 1u128 << offset;
         // spec/falcon.md §4.6: a Push Data received but not yet ULP-acked is
         // a duplicate too (§11 "previously received"), so check rx as well.
-        if (self.ack | self.rx) & bit != 0 {
-            let nack = (self.nacked & bit != 0).then(|| self.nacks[index(psn)]);
+        if is_set(self.ack | self.rx, offset) {
+            let nack = is_set(self.nacked, offset).then(|| self.nacks[index(psn)]);
             return Err(WindowCheck::Duplicate(nack));
         }
-        Ok(bit)
+        Ok(1u128 << offset)
     }
 
     /// Marks an accepted `psn` received but not acknowledged (Push Data:
@@ -297,6 +296,22 @@ impl RxWindow {
     }
 }
 
+/// Bit `offset` (< 128) of `bits`, read in the 64-bit half that holds it.
+/// Tested as `bits & 1u128 << offset`, LLVM shifted the u128 right by
+/// `offset` (a funnel shift, two shifts and three selects) for each of the
+/// two window checks of every data packet (callgrind, push64: 2739.1 →
+/// 2721.4 instructions per transaction, `handle_packet` 154.9 → 142.9 and
+/// `on_request` 367.2 → 361.2 inclusive).
+#[inline(always)]
+fn is_set(bits: u128, offset: u32) -> bool {
+    let half = if offset < 64 {
+        bits as u64
+    } else {
+        (bits >> 64) as u64
+    };
+    half >> (offset % 64) & 1 != 0
+}
+
 fn index(psn: Psn) -> usize {
     (psn.value() % DATA_WINDOW) as usize
 }
@@ -385,6 +400,24 @@ mod tests {
         assert_eq!(window.acknowledge_ulp(base.wrapping_add(3)), Some(false));
         assert_eq!(window.base(), base.wrapping_add(4));
         assert!(window.is_quiet());
+    }
+
+    #[test]
+    fn is_set_reads_every_bit_of_both_halves() {
+        for bits in [
+            0,
+            u128::MAX,
+            1 | 1 << 63 | 1 << 64 | 1 << 127,
+            0xDEAD_BEEF << 50,
+        ] {
+            for offset in 0..128 {
+                assert_eq!(
+                    is_set(bits, offset),
+                    bits & 1 << offset != 0,
+                    "{bits:#x} {offset}"
+                );
+            }
+        }
     }
 
     #[derive(Debug, Clone)]
