@@ -20,15 +20,6 @@ use crate::wire::{
     BaseHeader, FalconRepr, PullDataRepr, PullRequestRepr, PushDataRepr, ResyncRepr, Window,
 };
 
-/// What `poll_transmit` sends next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Candidate {
-    /// A marked packet (or a Resync in its slot), by window and PSN.
-    Retransmit(Window, Psn),
-    /// The head of a submit queue.
-    First(Queue),
-}
-
 /// The three first-transmission queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Queue {
@@ -63,33 +54,51 @@ impl DeliveryConnection {
         // packet (callgrind, `push64_psp_profile`).
         let marked =
             self.tx_request.retransmit_pending() > 0 || self.tx_data.retransmit_pending() > 0;
-        let retransmit = if marked { self.pick_retransmit() } else { None };
-        let Some(candidate) = retransmit.or_else(|| self.pick_first()) else {
+        // A retransmission and a first transmission each go from their own
+        // pick to their own send: one `Option<Candidate>` for both was packed
+        // into a register and unpacked again per packet (callgrind, push64
+        // profile: 2729.8 → 2712.7 instructions per transaction).
+        if marked {
+            if let Some((window, psn)) = self.pick_retransmit() {
+                if !self.pace(now) {
+                    return None;
+                }
+                return self.send_retransmission(now, window, psn);
+            }
+        }
+        let Some(queue) = self.pick_first() else {
             self.pacer.cancel();
             return None;
         };
+        if !self.pace(now) {
+            return None;
+        }
+        self.send_first(now, queue)
+    }
+
+    /// Whether the packet picked may leave now, and if so its turn is taken
+    /// (the round robin moves on).
+    #[inline(always)]
+    fn pace(&mut self, now: Timestamp) -> bool {
         if self.gate().is_paced() {
             // §10.3.5: with fcwnd < 1 the timing wheel spaces packets by the
             // inter-packet gap (512 ns units, spec/rue.md §1.11 item 8).
             let gap = timing_wheel_units(self.rue.state.inter_packet_gap);
             if !self.pacer.admit(now, gap) {
-                return None;
+                return false;
             }
         } else {
             self.pacer.cancel();
         }
         self.round_robin = self.round_robin.wrapping_add(1);
-        match candidate {
-            Candidate::Retransmit(window, psn) => self.send_retransmission(now, window, psn),
-            Candidate::First(queue) => self.send_first(now, queue),
-        }
+        true
     }
 
     /// The lowest marked PSN of a window whose gate is open. §9.1.5: PSN
     /// order within a window; on ordered connections RSN order across the
     /// windows for the initiator's requests (Pull Data carries the peer's
     /// RSNs and is not ordered against them).
-    fn pick_retransmit(&self) -> Option<Candidate> {
+    fn pick_retransmit(&self) -> Option<(Window, Psn)> {
         let gate = self.gate();
         let head = |window: Window| {
             let tx = self.tx(window);
@@ -100,7 +109,7 @@ impl DeliveryConnection {
         let open = |(window, psn, slot): (Window, Psn, SentPacket)| {
             gate.allows_retransmit(self.tx(window), psn, slot.is_request())
         };
-        let pick = |(window, psn, _): (Window, Psn, SentPacket)| Candidate::Retransmit(window, psn);
+        let pick = |(window, psn, _): (Window, Psn, SentPacket)| (window, psn);
         match (head(Window::Request), head(Window::Data)) {
             (None, None) => None,
             (Some(one), None) | (None, Some(one)) => open(one).then(|| pick(one)),
@@ -142,7 +151,7 @@ impl DeliveryConnection {
     /// first or nothing does (§9.1.3: "transmit the packet in RSN order
     /// across both the request and data sliding windows").
     #[inline]
-    fn pick_first(&self) -> Option<Candidate> {
+    fn pick_first(&self) -> Option<Queue> {
         let gate = self.gate();
         // A queue holds one kind (`submit` queues by kind), so its window and
         // its ncwnd gating are the queue's, not read from the head packet:
@@ -187,12 +196,11 @@ impl DeliveryConnection {
         };
         let target =
             Some(Queue::PullData).filter(|&q| !self.queues.pull_data.is_empty() && ready(q));
-        let queue = if self.round_robin & 2 == 0 {
+        if self.round_robin & 2 == 0 {
             initiator.or(target)
         } else {
             target.or(initiator)
-        };
-        queue.map(Candidate::First)
+        }
     }
 
     /// §9.1.3: PSN = NPSN, NPSN + 1, buffer until acknowledged, start the
