@@ -149,6 +149,11 @@ pub struct TxPacket {
     /// the payload of `payload_len` bytes (the repr's payload range) comes
     /// from `handle`.
     pub repr: FalconRepr,
+    /// The header's PSN (a Resync's is the original's), as the sender
+    /// chose it: read back from `repr` it cost a dispatch on the packet
+    /// type per first transmission (callgrind, push64 profile: 2712.7 →
+    /// 2702.9 instructions per transaction).
+    pub psn: Psn,
     /// The payload to copy after the header (`None` for a Resync).
     pub handle: Option<PayloadHandle>,
     /// `None` for a first transmission.
@@ -158,14 +163,7 @@ pub struct TxPacket {
 impl TxPacket {
     /// The packet's PSN.
     pub fn psn(&self) -> Psn {
-        match &self.repr {
-            FalconRepr::PullRequest(r) => r.header.psn,
-            FalconRepr::PullData(r) => r.header.psn,
-            FalconRepr::PushData(r) => r.header.psn,
-            FalconRepr::Resync(r) => r.header.psn,
-            FalconRepr::Nack(r) => r.nack_psn,
-            FalconRepr::Back(_) | FalconRepr::Eack(_) => Psn::new(0),
-        }
+        self.psn
     }
 
     /// The AR (ACK request) bit.
