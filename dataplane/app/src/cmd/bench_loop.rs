@@ -54,7 +54,9 @@ use std::time::{Duration, Instant};
 use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
 use falcon_core::port::{FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::time::Timestamp;
-use falcon_core::transaction::{CompletionStatus, Transaction, TransactionKind, UlpEvent};
+use falcon_core::transaction::{
+    Completion, CompletionStatus, Transaction, TransactionKind, UlpEvent,
+};
 use falcon_core::wire::EthernetAddress;
 use psp::{Backend, MasterKey, MasterKeys, SaDatabase, TxSa, TxSaConfig, Version, ICV_LEN};
 use serde::Serialize;
@@ -433,19 +435,29 @@ impl EngineLoop {
                             }
                             engine.recycle(r.payload);
                         }
-                        UlpEvent::Completion(c) => {
-                            if c.status != CompletionStatus::Ack {
+                        // Only the fields the ULP reads, moved out one by
+                        // one: the whole `Completion` bound to a name was
+                        // copied to the stack first (callgrind, push64:
+                        // 2671.5 → 2650.6 instructions per transaction,
+                        // `EngineLoop::run` self 103.6 → 89.8).
+                        UlpEvent::Completion(Completion {
+                            status,
+                            tag,
+                            data,
+                            request,
+                            ..
+                        }) => {
+                            if status != CompletionStatus::Ack {
                                 return Err(AppError::Failed(format!(
-                                    "bench core: transaction {} {:?}",
-                                    c.tag, c.status
+                                    "bench core: transaction {tag} {status:?}"
                                 )));
                             }
                             *outstanding -= 1;
                             completed += 1;
-                            if c.request.len() == size {
-                                free.push(c.request);
+                            if request.len() == size {
+                                free.push(request);
                             }
-                            engine.recycle(c.data);
+                            engine.recycle(data);
                         }
                         UlpEvent::ConnectionError { fault, .. } => {
                             return Err(AppError::Failed(format!(
