@@ -180,22 +180,34 @@ impl DeliveryConnection {
         RxOutcome::Processed
     }
 
-    /// The next event if it is an [`Event::Acked`] whose payload `mine`
-    /// accepts, as its RSN and kind; otherwise `None`, and the event stays
-    /// first. A cumulative ACK queues one `Acked` per packet (~64 pushes per
-    /// BACK in `push64_psp_profile`): the layer above walks the run of its
-    /// own with this instead of dispatching each event on its own.
+    /// The acknowledgements at the front of the events whose payload `mine`
+    /// accepts, each handed to `acknowledged` as its RSN and kind, in order;
+    /// they leave the queue, and the first other event stays first. A
+    /// cumulative ACK queues one `Acked` per packet (~64 pushes per BACK in
+    /// `push64_psp_profile`): the layer above walks the run of its own with
+    /// this instead of dispatching each event on its own. Walked in place,
+    /// as one slice (the queue is already contiguous unless it wrapped), and
+    /// removed at once: a front check and a pop per packet, each wrapping
+    /// its index, cost ~20 instructions more (callgrind, push64: 2651.7 →
+    /// 2640.4 instructions per transaction, `on_acked_run` 224.7 → 214.0
+    /// inclusive; push64-psp 5430.7 → 5419.4).
     #[inline]
-    pub fn poll_acked(&mut self, mine: impl Fn(PayloadHandle) -> bool) -> Option<(Rsn, SentKind)> {
-        match self.events.front() {
-            Some(&Event::Acked {
-                rsn, kind, handle, ..
-            }) if mine(handle) => {
-                self.events.pop_front();
-                Some((rsn, kind))
+    pub fn take_acked_run(
+        &mut self,
+        mine: impl Fn(PayloadHandle) -> bool,
+        mut acknowledged: impl FnMut(Rsn, SentKind),
+    ) {
+        let mut taken = 0;
+        for event in self.events.make_contiguous().iter() {
+            match *event {
+                Event::Acked {
+                    rsn, kind, handle, ..
+                } if mine(handle) => acknowledged(rsn, kind),
+                _ => break,
             }
-            _ => None,
+            taken += 1;
         }
+        self.events.drain(..taken);
     }
 
     /// Queues `event` as if this sublayer had produced it (tests of the

@@ -17,6 +17,7 @@ use crate::delivery::{
     SubmitError,
 };
 use crate::drop::DropReason;
+use crate::engine::ConnectionHandle;
 use crate::resources::{Demand, ALL_LANES, RX_LANES, TX_LANES};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
@@ -25,7 +26,7 @@ use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     Completion, CompletionStatus, RejectReason, Rejected, Transaction, TransactionKind, UlpEvent,
 };
-use crate::transaction::{decode_handle, payload_handle, Ctx, Role};
+use crate::transaction::{decode_handle, payload_handle, Ctx, Role, Shared};
 use crate::wire::{NackCode, ResyncCode};
 
 /// Initiator transaction states (OCP Falcon 0.9 §8.4.1, table p.47–48).
@@ -378,7 +379,7 @@ impl Initiator {
     /// acknowledged: it left the retransmit buffer.
     pub fn on_acked(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
         let mut owed = Demand::ZERO;
-        self.acknowledge(ctx, rsn, sent, &mut owed);
+        self.acknowledge(ctx.shared, ctx.connection, rsn, sent, &mut owed);
         ctx.release(&owed);
         self.retire(ctx);
     }
@@ -397,10 +398,14 @@ impl Initiator {
     /// `complete_slot`).
     pub fn on_acked_run(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
         let mut owed = Demand::ZERO;
-        self.acknowledge(ctx, rsn, sent, &mut owed);
-        while let Some((rsn, sent)) = ctx.delivery.poll_acked(is_ours) {
-            self.acknowledge(ctx, rsn, sent, &mut owed);
-        }
+        // The acknowledgements take the parts of `ctx` they use: the walk
+        // over the delivery sublayer's queue (`take_acked_run`) holds
+        // `ctx.delivery`.
+        let (shared, connection) = (&mut *ctx.shared, ctx.connection);
+        self.acknowledge(shared, connection, rsn, sent, &mut owed);
+        ctx.delivery.take_acked_run(is_ours, |rsn, sent| {
+            self.acknowledge(shared, connection, rsn, sent, &mut owed);
+        });
         ctx.release(&owed);
         self.retire(ctx);
     }
@@ -411,7 +416,14 @@ impl Initiator {
     /// slots are found by RSN wherever the front is, and nothing in it reads
     /// the pools.
     #[inline(always)]
-    fn acknowledge(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind, owed: &mut Demand) {
+    fn acknowledge(
+        &mut self,
+        shared: &mut Shared,
+        connection: ConnectionHandle,
+        rsn: Rsn,
+        sent: SentKind,
+        owed: &mut Demand,
+    ) {
         let Some(index) = self.index(rsn) else {
             return;
         };
@@ -442,7 +454,7 @@ impl Initiator {
             slot.tx_held = false;
             if slot.completed {
                 let request = core::mem::take(&mut slot.request);
-                ctx.shared.buffers.give(request);
+                shared.buffers.give(request);
             }
             // The usual push: acknowledged with its outcome, and the next to
             // complete. It completes here, owing the Tx and Rx parts of its
@@ -454,12 +466,12 @@ impl Initiator {
                 && slot.outcome.is_some()
                 && (self.ordering == OrderingMode::Unordered || rsn == self.brsn);
             if completes_now {
-                complete_slot(ctx, slot, rsn, ALL_LANES, owed);
+                complete_slot(shared, connection, slot, rsn, ALL_LANES, owed);
             } else {
                 owed.add_lanes(&slot.demand, TX_LANES);
             }
         }
-        self.complete_ready(ctx, rsn, owed);
+        self.complete_ready(shared, connection, rsn, owed);
     }
 
     /// The target NACKed our packet `rsn` with CIE, NRE, invalid CID or xLR
@@ -651,7 +663,7 @@ impl Initiator {
     /// finished slots at the front.
     fn settle(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
         let mut owed = Demand::ZERO;
-        self.complete_ready(ctx, rsn, &mut owed);
+        self.complete_ready(ctx.shared, ctx.connection, rsn, &mut owed);
         ctx.release(&owed);
         self.retire(ctx);
     }
@@ -659,7 +671,13 @@ impl Initiator {
     /// [`settle`](Self::settle) but for retiring and returning resources:
     /// the Rx parts of the demands of what it completes are added to `owed`.
     #[inline(always)]
-    fn complete_ready(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, owed: &mut Demand) {
+    fn complete_ready(
+        &mut self,
+        shared: &mut Shared,
+        connection: ConnectionHandle,
+        rsn: Rsn,
+        owed: &mut Demand,
+    ) {
         match self.ordering {
             OrderingMode::Ordered => {
                 while let Some(index) = self.index(self.brsn) {
@@ -668,14 +686,14 @@ impl Initiator {
                         if slot.outcome.is_none() {
                             break;
                         }
-                        self.complete(ctx, index, RX_LANES, owed);
+                        self.complete(shared, connection, index, RX_LANES, owed);
                     }
                     self.brsn = self.brsn.next();
                 }
             }
             OrderingMode::Unordered => {
                 if let Some(index) = self.index(rsn).filter(|&i| !self.slots[i].completed) {
-                    self.complete(ctx, index, RX_LANES, owed);
+                    self.complete(shared, connection, index, RX_LANES, owed);
                 }
                 while let Some(index) = self.index(self.brsn) {
                     if !self.slots[index].completed {
@@ -716,9 +734,16 @@ impl Initiator {
     /// its demand to `owed`: its Rx part, or all of it when the caller
     /// frees the Tx part at the same time.
     #[inline]
-    fn complete(&mut self, ctx: &mut Ctx<'_>, index: usize, lanes: [u32; 8], owed: &mut Demand) {
+    fn complete(
+        &mut self,
+        shared: &mut Shared,
+        connection: ConnectionHandle,
+        index: usize,
+        lanes: [u32; 8],
+        owed: &mut Demand,
+    ) {
         let rsn = self.retired.wrapping_add(index as u32);
-        complete_slot(ctx, &mut self.slots[index], rsn, lanes, owed);
+        complete_slot(shared, connection, &mut self.slots[index], rsn, lanes, owed);
     }
 
     fn index(&self, rsn: Rsn) -> Option<usize> {
@@ -732,7 +757,14 @@ impl Initiator {
 /// saves and finding the slot again cost ~34 instructions per transaction
 /// (6 146 → 6 112, callgrind, `push64_psp_profile`).
 #[inline(always)]
-fn complete_slot(ctx: &mut Ctx<'_>, slot: &mut Slot, rsn: Rsn, lanes: [u32; 8], owed: &mut Demand) {
+fn complete_slot(
+    shared: &mut Shared,
+    connection: ConnectionHandle,
+    slot: &mut Slot,
+    rsn: Rsn,
+    lanes: [u32; 8],
+    owed: &mut Demand,
+) {
     if slot.completed {
         return;
     }
@@ -744,7 +776,7 @@ fn complete_slot(ctx: &mut Ctx<'_>, slot: &mut Slot, rsn: Rsn, lanes: [u32; 8], 
         TransactionKind::Pull => InitiatorState::PullDataUlpTx,
         TransactionKind::Push => InitiatorState::PushCplTx,
     };
-    let stats = &mut ctx.shared.stats;
+    let stats = &mut shared.stats;
     stats.completions[usize::from(status.code())] += 1;
     if status.is_ok() {
         match slot.kind {
@@ -758,27 +790,25 @@ fn complete_slot(ctx: &mut Ctx<'_>, slot: &mut Slot, rsn: Rsn, lanes: [u32; 8], 
     // was assembled on the stack and copied again into the queue (~40
     // instructions a completion; callgrind, push64 profile: 3544 → 3504
     // instructions per transaction).
-    ctx.shared
-        .events
-        .push_back(UlpEvent::Completion(Completion {
-            connection: ctx.connection,
-            rsn,
-            tag: slot.tag,
-            kind: slot.kind,
-            status,
-            ulp_nack_code,
-            // The request goes back to the ULP unless a retransmission may
-            // still copy from it. Taken before `data`: the other way round,
-            // the data was parked on the stack across this branch and copied
-            // twice (callgrind, push64: `on_acked_run` 231 → 225 instructions
-            // per transaction).
-            request: if slot.tx_held {
-                Vec::new()
-            } else {
-                core::mem::take(&mut slot.request)
-            },
-            data: core::mem::take(&mut slot.data),
-        }));
+    shared.events.push_back(UlpEvent::Completion(Completion {
+        connection,
+        rsn,
+        tag: slot.tag,
+        kind: slot.kind,
+        status,
+        ulp_nack_code,
+        // The request goes back to the ULP unless a retransmission may
+        // still copy from it. Taken before `data`: the other way round,
+        // the data was parked on the stack across this branch and copied
+        // twice (callgrind, push64: `on_acked_run` 231 → 225 instructions
+        // per transaction).
+        request: if slot.tx_held {
+            Vec::new()
+        } else {
+            core::mem::take(&mut slot.request)
+        },
+        data: core::mem::take(&mut slot.data),
+    }));
 }
 
 /// Whether a payload handle names one of the initiator's packets.
@@ -792,7 +822,6 @@ mod tests {
 
     use super::*;
     use crate::delivery::Event;
-    use crate::engine::ConnectionHandle;
     use crate::resources::{Account, Credit};
     use crate::transaction::{Shared, Transaction};
     use crate::wire::{PacketType, RnrTimeout, Window};
