@@ -414,7 +414,8 @@ impl Initiator {
     /// the front and returning resources: what it frees is added to `owed`.
     /// Deferring both to the end of a run changes nothing the run can see:
     /// slots are found by RSN wherever the front is, and nothing in it reads
-    /// the pools.
+    /// the pools. (A push that completes at the front retires at once: the
+    /// end of the run would only pop it.)
     #[inline(always)]
     fn acknowledge(
         &mut self,
@@ -467,6 +468,19 @@ impl Initiator {
                 && (self.ordering == OrderingMode::Unordered || rsn == self.brsn);
             if completes_now {
                 complete_slot(shared, connection, slot, rsn, ALL_LANES, owed);
+                if index == 0 {
+                    // Finished at the front (the usual in-order push), it
+                    // retires here: `retire` would only pop it at the end of
+                    // the run (the completion took its request and data).
+                    // BRSN, which is `rsn` at the front, moves past it as
+                    // `complete_ready` would first. Both found the slot
+                    // again (callgrind, push64: 2640.4 → 2621.6 instructions
+                    // per transaction, `on_acked_run` 214.0 → 195.3
+                    // inclusive; push64-psp 5419.4 → 5400.8).
+                    self.slots.pop_front();
+                    self.retired = rsn.next();
+                    self.brsn = rsn.next();
+                }
             } else {
                 owed.add_lanes(&slot.demand, TX_LANES);
             }
