@@ -70,7 +70,7 @@ impl Loopback {
     /// The two ends, A and B.
     pub fn pair(config: LoopbackConfig) -> (LoopbackPort, LoopbackPort) {
         let shared = Arc::new(Mutex::new(Shared {
-            lines: [VecDeque::new(), VecDeque::new()],
+            lines: [Line::default(), Line::default()],
             free: Vec::new(),
             empties: Vec::new(),
             allocated: 0,
@@ -106,10 +106,26 @@ pub struct LoopbackPort {
 /// Buffers moved between an end's cache and the shared pool at a time.
 const CACHE_BATCH: usize = 32;
 
+/// One direction's delay line: the frames of each `tx_burst` as one batch
+/// under their release time, oldest first. A burst moves in and out as a
+/// whole vector (a bulk copy), not frame by frame through a queue of
+/// (release time, frame) pairs (callgrind, push64: 2592.4 → 2528.7
+/// instructions per transaction; `rx_burst` 53.8 → 13.6 and `tx_burst`
+/// 44.2 → 20.7 inclusive, `memcpy` 22.0 → 30.4).
+#[derive(Debug, Default)]
+struct Line {
+    /// (release time, frames sent in one `tx_burst`); never an empty batch.
+    batches: VecDeque<(Timestamp, Vec<FrameBuf>)>,
+    /// Frames in all batches.
+    frames: usize,
+    /// Emptied batch vectors, kept for their capacity.
+    spare: Vec<Vec<FrameBuf>>,
+}
+
 #[derive(Debug)]
 struct Shared {
-    /// `lines[s]` carries what side `s` sends: (release time, frame).
-    lines: [VecDeque<(Timestamp, FrameBuf)>; 2],
+    /// `lines[s]` carries what side `s` sends.
+    lines: [Line; 2],
     /// Free buffers, in whole batches of `CACHE_BATCH`: a batch changes
     /// hands as one vector, not buffer by buffer. Moving 32 buffers one by
     /// one between a cache and the pool cost ~45 instructions per transaction in
@@ -136,7 +152,7 @@ impl LoopbackPort {
 
     /// Frames in flight towards this end.
     pub fn in_flight(&self) -> usize {
-        self.lock().lines[1 - self.side].len()
+        self.lock().lines[1 - self.side].frames
     }
 
     /// The cache is empty: the held-back batch, else a batch from the shared
@@ -219,18 +235,27 @@ impl Port for LoopbackPort {
     fn rx_burst(&mut self, now: Timestamp, out: &mut Vec<FrameBuf>, max: usize) -> usize {
         let side = self.side;
         let mut shared = self.lock();
+        let line = &mut shared.lines[1 - side];
         let mut n = 0;
         while n < max {
-            match shared.lines[1 - side].front() {
-                Some((release, _)) if *release <= now => {}
-                _ => break,
-            }
-            let Some((_, buf)) = shared.lines[1 - side].pop_front() else {
+            let Some((release, batch)) = line.batches.front_mut() else {
                 break;
             };
-            out.push(buf);
-            n += 1;
+            if *release > now {
+                break;
+            }
+            let take = batch.len().min(max - n);
+            if take == batch.len() {
+                out.append(batch);
+                if let Some((_, empty)) = line.batches.pop_front() {
+                    line.spare.push(empty);
+                }
+            } else {
+                out.extend(batch.drain(..take));
+            }
+            n += take;
         }
+        line.frames -= n;
         shared.stats[side].rx_frames += n as u64;
         n
     }
@@ -239,12 +264,19 @@ impl Port for LoopbackPort {
         let (side, capacity) = (self.side, self.config.queue_capacity);
         let release = now + self.config.one_way_delay;
         let mut shared = self.lock();
-        let room = capacity.saturating_sub(shared.lines[side].len());
+        let line = &mut shared.lines[side];
+        let room = capacity.saturating_sub(line.frames);
         let n = room.min(frames.len());
-        let mut bytes = 0u64;
-        for buf in frames.drain(..n) {
-            bytes += buf.len() as u64;
-            shared.lines[side].push_back((release, buf));
+        let bytes: u64 = frames[..n].iter().map(|buf| buf.len() as u64).sum();
+        if n > 0 {
+            let mut batch = line.spare.pop().unwrap_or_default();
+            if n == frames.len() {
+                batch.append(frames);
+            } else {
+                batch.extend(frames.drain(..n));
+            }
+            line.batches.push_back((release, batch));
+            line.frames += n;
         }
         let stats = &mut shared.stats[side];
         stats.tx_frames += n as u64;
@@ -255,6 +287,7 @@ impl Port for LoopbackPort {
 
     fn poll_timeout(&self) -> Option<Timestamp> {
         self.lock().lines[1 - self.side]
+            .batches
             .front()
             .map(|(release, _)| *release)
     }
@@ -486,6 +519,39 @@ mod tests {
         assert_eq!(a.stats().tx_frames, 2);
         assert_eq!(b.stats().rx_frames, 2);
         assert_eq!(b.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_burst_is_received_in_order_across_smaller_bursts() {
+        let (mut a, mut b) = Loopback::pair(LoopbackConfig::default());
+        let t0 = Timestamp::from_micros(10);
+        let burst = |a: &mut LoopbackPort, now, from: u8, count: u8| {
+            let mut frames: Vec<FrameBuf> = (from..from + count)
+                .map(|i| FrameBuf::from_frame(&[i], 16))
+                .collect();
+            assert_eq!(a.tx_burst(now, &mut frames), count as usize);
+        };
+        burst(&mut a, t0, 0, 5);
+        burst(&mut a, t0 + Duration::from_micros(1), 5, 3);
+        assert_eq!(b.in_flight(), 8);
+        let later = t0 + Duration::from_micros(10);
+        let mut got = Vec::new();
+        let mut take = |max| {
+            let mut out = Vec::new();
+            let n = b.rx_burst(later, &mut out, max);
+            assert_eq!(n, out.len());
+            got.extend(out.iter().map(|f| f.data()[0]));
+            n
+        };
+        assert_eq!(take(2), 2);
+        assert_eq!(take(4), 4, "the rest of the first burst and one more");
+        assert_eq!(take(0), 0);
+        assert_eq!(take(64), 2);
+        assert_eq!(take(64), 0);
+        assert_eq!(got, (0..8).collect::<Vec<u8>>());
+        assert_eq!((b.in_flight(), b.poll_timeout()), (0, None));
+        assert_eq!(b.stats().rx_frames, 8);
+        assert_eq!(a.stats().tx_bytes, 8);
     }
 
     #[test]
