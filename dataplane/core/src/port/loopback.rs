@@ -111,7 +111,11 @@ const CACHE_BATCH: usize = 32;
 /// whole vector (a bulk copy), not frame by frame through a queue of
 /// (release time, frame) pairs (callgrind, push64: 2592.4 → 2528.7
 /// instructions per transaction; `rx_burst` 53.8 → 13.6 and `tx_burst`
-/// 44.2 → 20.7 inclusive, `memcpy` 22.0 → 30.4).
+/// 44.2 → 20.7 inclusive, `memcpy` 22.0 → 30.4). A whole burst sent, and a
+/// whole batch received into an empty vector, exchange vectors with the
+/// caller instead of copying (the caller's `frames` is left an empty
+/// spare, its `out` goes to the spares): push64 2528.7 → 2519.2, `rx_burst`
+/// 13.6 → 9.1 and `tx_burst` 20.7 → 15.8 inclusive, `memcpy` 30.4 → 22.0.
 #[derive(Debug, Default)]
 struct Line {
     /// (release time, frames sent in one `tx_burst`); never an empty batch.
@@ -246,7 +250,11 @@ impl Port for LoopbackPort {
             }
             let take = batch.len().min(max - n);
             if take == batch.len() {
-                out.append(batch);
+                if out.is_empty() {
+                    core::mem::swap(out, batch);
+                } else {
+                    out.append(batch);
+                }
                 if let Some((_, empty)) = line.batches.pop_front() {
                     line.spare.push(empty);
                 }
@@ -271,7 +279,7 @@ impl Port for LoopbackPort {
         if n > 0 {
             let mut batch = line.spare.pop().unwrap_or_default();
             if n == frames.len() {
-                batch.append(frames);
+                core::mem::swap(frames, &mut batch);
             } else {
                 batch.extend(frames.drain(..n));
             }
