@@ -248,6 +248,8 @@ impl Target {
             OrderingMode::Ordered => rsn == self.head(),
             OrderingMode::Unordered => arrival.psn == ctx.delivery.rx_base(arrival.kind.window()),
         };
+        // A short payload in a frame is only copied: its range checked once.
+        let payload = payload.short_borrowed();
         let cell = ctx.shared.resources.config().cell_size;
         let demand = match kind {
             TransactionKind::Push => Demand::network_push(payload.len(), cell),
