@@ -404,37 +404,6 @@ impl Rue {
             }
             return 0;
         }
-        if n == 1 {
-            // One event (an inline RUE gets one ACK's event per engine
-            // call): what the loop below does for a batch of one, the same
-            // lookahead touch, algorithm call and counters, without its
-            // chunks and slices (callgrind, `falcon`'s push64 profile:
-            // 2621.6 → 2613.3 instructions per transaction, `process_core`
-            // 26.8 → 18.5 inclusive; push64-psp 5400.8 → 5392.5).
-            // Read in place, and taken off the queue once run.
-            let Ok(event) = queues.events.peek() else {
-                return 0;
-            };
-            let index = profiles
-                .only_index()
-                .unwrap_or_else(|| profiles.effective_index(event));
-            if *lookahead > 0 {
-                let words = profiles.state_words(index);
-                *touch_sink ^= touch(table, words, std::slice::from_ref(event));
-            }
-            let mut outside = 0;
-            // A run of one is below `batch::MIN_LANE_RUN`: one by one.
-            let result = match profiles.get_mut(index) {
-                Some(algorithm) => run_one(algorithm, table, &mut outside, event),
-                None => CcResult::reflect(event),
-            };
-            let _ = queues.events.pop();
-            // Cannot fail: n ≤ the free slots the result queue reported.
-            let _ = queues.results.push(result);
-            counters.events += 1;
-            counters.outside_table += outside;
-            return 1;
-        }
         // Cannot fail: n ≤ the slots the queue reported.
         let Ok(read) = queues.events.read_chunk(n) else {
             return 0;
