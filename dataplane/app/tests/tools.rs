@@ -429,7 +429,7 @@ fn demo_verifies_every_transaction_and_reports_json() {
 
 #[test]
 fn bench_core_profile_runs_exactly_the_transactions_asked() {
-    for profile in ["push64", "push64-psp", "loop4k-psp"] {
+    for profile in ["push64", "push64-psp", "loop4k-psp", "loop4k"] {
         let o = falcon(&[
             "bench",
             "core",
@@ -469,6 +469,11 @@ fn bench_core_reports_engine_figures_against_crypto() {
         "push64_ratio",
         "copy_crypto4k_gbps",
         "floor4k_ratio",
+        "loop4k_gbps",
+        "push64_budget_ns",
+        "push64_plain_ns",
+        "loop4k_budget_ns",
+        "loop4k_plain_ns",
     ] {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
@@ -480,4 +485,34 @@ fn bench_core_reports_engine_figures_against_crypto() {
         let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
         assert!(0.0 < lo && lo <= ratio && ratio <= hi, "{name}: {v}");
     }
+    // The budgets are the bounds' times per transaction times 1 / bar - 1,
+    // the plain loops' the inverse of their rates, and the PSP extra what
+    // is left of the PSP loop's time.
+    let f = |key: &str| v[key].as_f64().unwrap();
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
+    let bits = 4096.0 * 8.0;
+    assert!(
+        close(f("push64_budget_ns"), 1e3 / f("crypto64_mops")),
+        "{v}"
+    );
+    assert!(close(f("push64_plain_ns"), 1e3 / f("push64_mops")), "{v}");
+    assert!(
+        close(
+            f("push64_psp_extra_ns"),
+            1e3 / f("push64_psp_mops") - 1e3 / f("push64_mops") - 1e3 / f("crypto64_mops")
+        ),
+        "{v}"
+    );
+    assert!(
+        close(f("loop4k_budget_ns"), bits / f("crypto4k_gbps") / 3.0),
+        "{v}"
+    );
+    assert!(close(f("loop4k_plain_ns"), bits / f("loop4k_gbps")), "{v}");
+    assert!(
+        close(
+            f("loop4k_psp_extra_ns"),
+            bits / f("loop4k_psp_gbps") - bits / f("loop4k_gbps") - bits / f("crypto4k_gbps")
+        ),
+        "{v}"
+    );
 }

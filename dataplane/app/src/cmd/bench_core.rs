@@ -96,8 +96,8 @@ pub fn run(args: &BenchCoreArgs) -> Result<Report> {
     }
     let size = u16::try_from(args.size)
         .map_err(|_| AppError::Usage(format!("--size must be at most 65535, got {}", args.size)))?;
-    // Two delivery runs and six engine/crypto runs share the time.
-    let share = Duration::from_secs_f64(args.seconds / 8.0);
+    // Two delivery runs and seven engine/crypto runs share the time.
+    let share = Duration::from_secs_f64(args.seconds / 9.0);
     let delivery = run_once(size, share, false)?;
     let wire = run_once(size, share, true)?;
     let engine = super::bench_loop::run(share)?;

@@ -21,6 +21,16 @@
 //!   copy plus seal and open over 64 rotating frames and nothing else — the
 //!   ceiling of `loop4k_ratio` for an engine that copies the payload into
 //!   the frame once (see below why it must).
+//! * `loop4k_gbps`: the 4 KiB loop without PSP (the engines and the
+//!   transmit copy, no crypto), for the budget below.
+//! * The budget of each bar, per transaction, from the means of the run:
+//!   `*_budget_ns` is what the bar leaves for everything but the crypto
+//!   bound (bound time × (1 / bar − 1)); `*_plain_ns` is the same loop
+//!   without PSP (the engines, the copies, the loopback); `*_psp_extra_ns`
+//!   is what the PSP loop takes beyond its plain loop and its bound (the
+//!   ACKs' seals and opens, the PSP header, SA and replay work outside the
+//!   bound's seal and open, and the crypto's cache misses in a loop). A bar
+//!   is met when `plain + extra ≤ budget`.
 //!
 //! # What the loop does per transaction, and what it does not
 //!
@@ -103,7 +113,21 @@ pub struct LoopReport {
     /// highest `loop4k_ratio` an engine with that one copy could reach if
     /// all its other work were free.
     pub floor4k_ratio: f64,
-    /// Retransmissions and drops in the three engine runs (0 expected; the
+    /// 4 KiB push goodput through the same loop without PSP.
+    pub loop4k_gbps: f64,
+    /// Nanoseconds per transaction the 64-byte bar leaves for everything
+    /// but one seal and one open: `1e3 / crypto64_mops × (1 / 0.5 − 1)`.
+    pub push64_budget_ns: f64,
+    /// Nanoseconds per 64-byte transaction without PSP: `1e3 / push64_mops`.
+    pub push64_plain_ns: f64,
+    /// Nanoseconds per 64-byte PSP transaction beyond the plain loop and the
+    /// crypto bound (negative if the two overlap).
+    pub push64_psp_extra_ns: f64,
+    /// The same three for the 4 KiB bar (0.75).
+    pub loop4k_budget_ns: f64,
+    pub loop4k_plain_ns: f64,
+    pub loop4k_psp_extra_ns: f64,
+    /// Retransmissions and drops in the four engine runs (0 expected; the
     /// loop loses nothing, so any are spurious timeouts).
     pub loop_retransmissions: u64,
     pub loop_drops: u64,
@@ -111,7 +135,7 @@ pub struct LoopReport {
 
 /// Runs every engine-level measurement, `each` long apiece.
 ///
-/// The six measurements do not run one after the other: each one's time is
+/// The seven measurements do not run one after the other: each one's time is
 /// cut into [`ROUNDS`] slices and every round runs one slice of each (in
 /// reverse order every other round), so a loop and the crypto bound it is
 /// divided by always ran within a fraction of a second of each other. Each
@@ -125,14 +149,16 @@ pub fn run(each: Duration) -> Result<LoopReport> {
     let mut push64 = EngineLoop::new(64, false)?;
     let mut push64_psp = EngineLoop::new(64, true)?;
     let mut loop4k = EngineLoop::new(4096, true)?;
+    let mut loop4k_plain = EngineLoop::new(4096, false)?;
     let mut crypto64 = CryptoBound::new(64)?;
     let mut crypto4k = CryptoBound::new(4096)?;
     let mut floor4k = CopyCryptoFloor::new(4096)?;
     {
-        let mut runners: [&mut dyn Runner; 6] = [
+        let mut runners: [&mut dyn Runner; 7] = [
             &mut push64,
             &mut push64_psp,
             &mut crypto64,
+            &mut loop4k_plain,
             &mut loop4k,
             &mut crypto4k,
             &mut floor4k,
@@ -168,10 +194,32 @@ pub fn run(each: Duration) -> Result<LoopReport> {
         push64_ratio_range: range(&push64_ratios),
         loop4k_ratio_range: range(&loop4k_ratios),
         floor4k_ratio: median(&ratios(&floor4k.rates, &crypto4k.rates)),
+        loop4k_gbps: loop4k_plain.rates.mean() * 4096.0 * 8.0 / 1e9,
         rounds: ROUNDS,
         ..LoopReport::default()
     };
-    let stats = [push64.stats(), push64_psp.stats(), loop4k.stats()];
+    let ns = |rates: &Rates| 1e9 / rates.mean().max(f64::MIN_POSITIVE);
+    let budget = |bound: f64, plain: f64, psp: f64, bar: f64| {
+        [bound * (1.0 / bar - 1.0), plain, psp - plain - bound]
+    };
+    [r.push64_budget_ns, r.push64_plain_ns, r.push64_psp_extra_ns] = budget(
+        ns(&crypto64.rates),
+        ns(&push64.rates),
+        ns(&push64_psp.rates),
+        0.5,
+    );
+    [r.loop4k_budget_ns, r.loop4k_plain_ns, r.loop4k_psp_extra_ns] = budget(
+        ns(&crypto4k.rates),
+        ns(&loop4k_plain.rates),
+        ns(&loop4k.rates),
+        0.75,
+    );
+    let stats = [
+        push64.stats(),
+        push64_psp.stats(),
+        loop4k_plain.stats(),
+        loop4k.stats(),
+    ];
     r.loop_retransmissions = stats.iter().map(|s| s.0).sum();
     r.loop_drops = stats.iter().map(|s| s.1).sum();
     r.loop4k_meets_bar = r.loop4k_ratio >= 0.75;
@@ -486,6 +534,8 @@ pub enum Profile {
     Push64Psp,
     /// 4 KiB pushes with PSP (`loop4k_psp_gbps`).
     Loop4kPsp,
+    /// 4 KiB pushes without PSP (`loop4k_gbps`).
+    Loop4k,
 }
 
 /// What `bench core --profile` measured.
@@ -510,6 +560,7 @@ pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
         Profile::Push64 => (64, false),
         Profile::Push64Psp => (64, true),
         Profile::Loop4kPsp => (4096, true),
+        Profile::Loop4k => (4096, false),
     };
     let mut run = EngineLoop::new(size, psp)?;
     run.run(Until::Completed((transactions / 10).max(1_000)))?;
@@ -695,6 +746,27 @@ pub fn print_text(r: &LoopReport) {
         "  4 KiB floor   {:8.2} Gbit/s copy + seal + open over {DEPTH} frames: ratio {:.3} (the most an engine with one transmit copy can reach)",
         r.copy_crypto4k_gbps, r.floor4k_ratio
     );
+    println!("  4 KiB         {:8.2} Gbit/s  (no PSP)", r.loop4k_gbps);
+    println!("  per transaction, what each bar leaves beside the crypto bound, and what is spent:");
+    for (name, budget, plain, extra) in [
+        (
+            "push64",
+            r.push64_budget_ns,
+            r.push64_plain_ns,
+            r.push64_psp_extra_ns,
+        ),
+        (
+            "4 KiB ",
+            r.loop4k_budget_ns,
+            r.loop4k_plain_ns,
+            r.loop4k_psp_extra_ns,
+        ),
+    ] {
+        println!(
+            "    {name}  budget {budget:6.0} ns: loop without PSP {plain:6.0} ns + PSP beyond the bound {extra:5.0} ns = {:6.0} ns",
+            plain + extra
+        );
+    }
     println!(
         "  ratios: median of {} rounds run side by side [lowest–highest round]",
         r.rounds
