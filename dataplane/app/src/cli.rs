@@ -230,11 +230,15 @@ pub struct BenchCoreArgs {
     /// Run one engine loop alone for a fixed number of transactions
     /// (`--transactions`) instead of the whole timed report: the same work
     /// every run, for instruction counts, e.g. `valgrind --tool=callgrind
-    /// falcon bench core --profile push64-psp --transactions 100000`.
+    /// falcon bench core --profile push64-psp --transactions 100000`. The
+    /// crypto-only runners run alone the same way (`--transactions` counts
+    /// seal + open pairs), so that `perf` can set a loop's seals and opens
+    /// beside the bound's.
     #[arg(long, value_enum)]
     pub profile: Option<crate::cmd::bench_loop::Profile>,
     /// Transactions of a `--profile` run (after a warm-up of a tenth; the
-    /// ACK that reaches the number may complete a few more).
+    /// ACK that reaches the number may complete a few more; the crypto-only
+    /// runners round up to whole batches of 64 pairs).
     #[arg(long, default_value_t = 1_000_000, requires = "profile")]
     pub transactions: u64,
     /// One JSON object on stdout.

@@ -449,6 +449,37 @@ fn bench_core_profile_runs_exactly_the_transactions_asked() {
         assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
         assert_eq!(v["drops"].as_u64(), Some(0), "{v}");
     }
+    // The crypto-only runners alone: whole batches of 64 pairs.
+    for profile in ["crypto64", "crypto4k", "floor4k"] {
+        let o = falcon(&[
+            "bench",
+            "core",
+            "--profile",
+            profile,
+            "--transactions",
+            "3000",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["profile"], profile, "{v}");
+        assert_eq!(v["transactions"].as_u64(), Some(3008), "{v}");
+        assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    let o = falcon(&[
+        "bench",
+        "core",
+        "--profile",
+        "crypto4k",
+        "--transactions",
+        "64",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("crypto4k: 64 seal + open pairs in "),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let o = falcon(&["bench", "core", "--transactions", "10"]);
     assert_eq!(o.status.code(), Some(2), "--transactions needs --profile");
 }

@@ -540,14 +540,23 @@ pub enum Profile {
     Loop4kPsp,
     /// 4 KiB pushes without PSP (`loop4k_gbps`).
     Loop4k,
+    /// The 64-byte crypto bound alone: seal + open pairs (`crypto64_mops`).
+    Crypto64,
+    /// The 4 KiB crypto bound alone: seal + open pairs (`crypto4k_gbps`).
+    Crypto4k,
+    /// The 4 KiB floor alone: copy + seal + open (`copy_crypto4k_gbps`).
+    Floor4k,
 }
 
 /// What `bench core --profile` measured.
 #[derive(Debug, Serialize)]
 pub struct ProfileReport {
     pub profile: Profile,
+    /// Transactions completed; seal + open pairs for the crypto-only
+    /// profiles.
     pub transactions: u64,
     pub seconds: f64,
+    /// Millions of `transactions` per second.
     pub mops: f64,
     pub retransmissions: u64,
     pub drops: u64,
@@ -560,14 +569,24 @@ pub struct ProfileReport {
 /// of the test binary's copy of the loop move with the test code around
 /// it).
 pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
+    let warm_up = (transactions / 10).max(1_000);
     let (size, psp) = match profile {
         Profile::Push64 => (64, false),
         Profile::Push64Psp => (64, true),
         Profile::Loop4kPsp => (4096, true),
         Profile::Loop4k => (4096, false),
+        Profile::Crypto64 => {
+            return bound_profile(profile, CryptoBound::new(64)?, warm_up, transactions)
+        }
+        Profile::Crypto4k => {
+            return bound_profile(profile, CryptoBound::new(4096)?, warm_up, transactions)
+        }
+        Profile::Floor4k => {
+            return bound_profile(profile, CopyCryptoFloor::new(4096)?, warm_up, transactions)
+        }
     };
     let mut run = EngineLoop::new(size, psp)?;
-    run.run(Until::Completed((transactions / 10).max(1_000)))?;
+    run.run(Until::Completed(warm_up))?;
     run.rates.clear();
     run.run(Until::Completed(transactions))?;
     let (retransmissions, drops) = run.stats();
@@ -581,19 +600,60 @@ pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
     })
 }
 
+/// A bound or the floor alone, in whole batches (64 pairs): at least
+/// `transactions` pairs after `warm_up`. Side by side with a loop's
+/// profile, `perf` shows whether the loop's seals and opens cost what
+/// the bound's do.
+fn bound_profile(
+    profile: Profile,
+    mut bound: impl Batches,
+    warm_up: u64,
+    transactions: u64,
+) -> Result<ProfileReport> {
+    let mut done = 0;
+    while done < warm_up {
+        done += bound.batch()?;
+    }
+    let mut pairs = 0;
+    let start = Instant::now();
+    while pairs < transactions {
+        pairs += bound.batch()?;
+    }
+    let seconds = start.elapsed().as_secs_f64().max(1e-9);
+    Ok(ProfileReport {
+        profile,
+        transactions: pairs,
+        seconds,
+        mops: pairs as f64 / seconds / 1e6,
+        retransmissions: 0,
+        drops: 0,
+    })
+}
+
+/// The crypto-only runners' unit of work.
+trait Batches {
+    /// Runs one batch of seal + open pairs and returns how many.
+    fn batch(&mut self) -> Result<u64>;
+}
+
 pub fn print_profile(r: &ProfileReport) {
-    println!(
-        "{}: {} transactions in {:.3} s, {:.3} Mops ({} retransmissions, {} drops)",
-        serde_json::to_value(r.profile)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default(),
-        r.transactions,
-        r.seconds,
-        r.mops,
-        r.retransmissions,
-        r.drops
-    );
+    let name = serde_json::to_value(r.profile)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    match r.profile {
+        Profile::Crypto64 | Profile::Crypto4k | Profile::Floor4k => println!(
+            "{name}: {} seal + open pairs in {:.3} s, {:.3} M pairs/s ({:.1} ns a pair)",
+            r.transactions,
+            r.seconds,
+            r.mops,
+            1e3 / r.mops.max(f64::MIN_POSITIVE)
+        ),
+        _ => println!(
+            "{name}: {} transactions in {:.3} s, {:.3} Mops ({} retransmissions, {} drops)",
+            r.transactions, r.seconds, r.mops, r.retransmissions, r.drops
+        ),
+    }
 }
 
 /// The crypto bounds' SAs, as the engine's: a receive SA database and the
@@ -639,26 +699,34 @@ impl CryptoBound {
     }
 }
 
+impl Batches for CryptoBound {
+    /// 64 seal + open pairs.
+    #[inline]
+    fn batch(&mut self) -> Result<u64> {
+        let len = self.buf.len();
+        for _ in 0..64 {
+            self.now_ps += 1000;
+            self.tx
+                .seal(self.now_ps, &mut self.buf, 0, self.falcon_len)
+                .map_err(|e| AppError::Failed(format!("seal: {e}")))?;
+            self.db
+                .open(&mut self.buf, 0, len)
+                .map_err(|e| AppError::Failed(format!("open: {e}")))?;
+        }
+        Ok(64)
+    }
+}
+
 impl Runner for CryptoBound {
     fn rates(&mut self) -> &mut Rates {
         &mut self.rates
     }
 
     fn run_for(&mut self, duration: Duration) -> Result<()> {
-        let len = self.buf.len();
         let mut pairs = 0u64;
         let start = Instant::now();
         while start.elapsed() < duration {
-            for _ in 0..64 {
-                self.now_ps += 1000;
-                self.tx
-                    .seal(self.now_ps, &mut self.buf, 0, self.falcon_len)
-                    .map_err(|e| AppError::Failed(format!("seal: {e}")))?;
-                self.db
-                    .open(&mut self.buf, 0, len)
-                    .map_err(|e| AppError::Failed(format!("open: {e}")))?;
-            }
-            pairs += 64;
+            pairs += self.batch()?;
         }
         self.rates.record(pairs, start.elapsed());
         Ok(())
@@ -695,30 +763,38 @@ impl CopyCryptoFloor {
     }
 }
 
+impl Batches for CopyCryptoFloor {
+    /// One round: [`DEPTH`] copies, seals and opens.
+    #[inline]
+    fn batch(&mut self) -> Result<u64> {
+        let size = self.size;
+        let falcon_len = PUSH_HEADER + size;
+        let payload_at = self.tx.header_len() + PUSH_HEADER;
+        for (frame, payload) in self.frames.iter_mut().zip(&self.ulp) {
+            self.now_ps += 1000;
+            let len = frame.len();
+            frame[payload_at..payload_at + size].copy_from_slice(payload);
+            self.tx
+                .seal(self.now_ps, frame, 0, falcon_len)
+                .map_err(|e| AppError::Failed(format!("seal: {e}")))?;
+            self.db
+                .open(frame, 0, len)
+                .map_err(|e| AppError::Failed(format!("open: {e}")))?;
+        }
+        Ok(DEPTH as u64)
+    }
+}
+
 impl Runner for CopyCryptoFloor {
     fn rates(&mut self) -> &mut Rates {
         &mut self.rates
     }
 
     fn run_for(&mut self, duration: Duration) -> Result<()> {
-        let size = self.size;
-        let falcon_len = PUSH_HEADER + size;
-        let payload_at = self.tx.header_len() + PUSH_HEADER;
         let mut rounds = 0u64;
         let start = Instant::now();
         while start.elapsed() < duration {
-            for (frame, payload) in self.frames.iter_mut().zip(&self.ulp) {
-                self.now_ps += 1000;
-                let len = frame.len();
-                frame[payload_at..payload_at + size].copy_from_slice(payload);
-                self.tx
-                    .seal(self.now_ps, frame, 0, falcon_len)
-                    .map_err(|e| AppError::Failed(format!("seal: {e}")))?;
-                self.db
-                    .open(frame, 0, len)
-                    .map_err(|e| AppError::Failed(format!("open: {e}")))?;
-            }
-            rounds += DEPTH as u64;
+            rounds += self.batch()?;
         }
         self.rates.record(rounds, start.elapsed());
         Ok(())
