@@ -427,44 +427,39 @@ fn demo_verifies_every_transaction_and_reports_json() {
     );
 }
 
+/// `falcon bench core --profile PROFILE --transactions 3000 --json`, checked
+/// for success and for naming its profile.
+fn profile_3000(profile: &str) -> Value {
+    let o = falcon(&[
+        "bench",
+        "core",
+        "--profile",
+        profile,
+        "--transactions",
+        "3000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["profile"], profile, "{v}");
+    assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
+    v
+}
+
 #[test]
 fn bench_core_profile_runs_exactly_the_transactions_asked() {
     for profile in ["push64", "push64-psp", "loop4k-psp", "loop4k"] {
-        let o = falcon(&[
-            "bench",
-            "core",
-            "--profile",
-            profile,
-            "--transactions",
-            "3000",
-            "--json",
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["profile"], profile, "{v}");
+        let v = profile_3000(profile);
         // At least the number asked; the ACK that reaches it may complete
         // a few more (one burst at most).
         let n = v["transactions"].as_u64().unwrap();
         assert!((3000..3000 + 64).contains(&n), "{v}");
-        assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
         assert_eq!(v["drops"].as_u64(), Some(0), "{v}");
     }
     // The crypto-only runners alone: whole batches of 64 pairs.
     for profile in ["crypto64", "crypto4k", "floor4k"] {
-        let o = falcon(&[
-            "bench",
-            "core",
-            "--profile",
-            profile,
-            "--transactions",
-            "3000",
-            "--json",
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["profile"], profile, "{v}");
+        let v = profile_3000(profile);
         assert_eq!(v["transactions"].as_u64(), Some(3008), "{v}");
-        assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
     }
     let o = falcon(&[
         "bench",
