@@ -634,6 +634,25 @@ fn bound_profile(
 trait Batches {
     /// Runs one batch of seal + open pairs and returns how many.
     fn batch(&mut self) -> Result<u64>;
+    /// The rates of the timed slices.
+    fn batch_rates(&mut self) -> &mut Rates;
+}
+
+/// A crypto-only runner's timed slice: whole batches until `duration`.
+impl<B: Batches> Runner for B {
+    fn rates(&mut self) -> &mut Rates {
+        self.batch_rates()
+    }
+
+    fn run_for(&mut self, duration: Duration) -> Result<()> {
+        let mut pairs = 0u64;
+        let start = Instant::now();
+        while start.elapsed() < duration {
+            pairs += self.batch()?;
+        }
+        self.batch_rates().record(pairs, start.elapsed());
+        Ok(())
+    }
 }
 
 pub fn print_profile(r: &ProfileReport) {
@@ -715,21 +734,9 @@ impl Batches for CryptoBound {
         }
         Ok(64)
     }
-}
 
-impl Runner for CryptoBound {
-    fn rates(&mut self) -> &mut Rates {
+    fn batch_rates(&mut self) -> &mut Rates {
         &mut self.rates
-    }
-
-    fn run_for(&mut self, duration: Duration) -> Result<()> {
-        let mut pairs = 0u64;
-        let start = Instant::now();
-        while start.elapsed() < duration {
-            pairs += self.batch()?;
-        }
-        self.rates.record(pairs, start.elapsed());
-        Ok(())
     }
 }
 
@@ -783,21 +790,9 @@ impl Batches for CopyCryptoFloor {
         }
         Ok(DEPTH as u64)
     }
-}
 
-impl Runner for CopyCryptoFloor {
-    fn rates(&mut self) -> &mut Rates {
+    fn batch_rates(&mut self) -> &mut Rates {
         &mut self.rates
-    }
-
-    fn run_for(&mut self, duration: Duration) -> Result<()> {
-        let mut rounds = 0u64;
-        let start = Instant::now();
-        while start.elapsed() < duration {
-            rounds += self.batch()?;
-        }
-        self.rates.record(rounds, start.elapsed());
-        Ok(())
     }
 }
 
