@@ -503,6 +503,21 @@ fn bench_core_reports_engine_figures_against_crypto() {
     ] {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
+    // Each engine loop's turns, ACKs and Swift view: measured, not absent.
+    for name in ["push64", "push64_psp", "loop4k", "loop4k_psp"] {
+        let l = &v["loops"][name];
+        let g = |key: &str| {
+            l[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}.{key}: {v}"))
+        };
+        assert!(g("turns_per_transaction") > 0.0, "{name}: {v}");
+        assert!(g("acks_per_transaction") > 0.0, "{name}: {v}");
+        assert!(g("rtt_mean_us") > 0.0, "{name}: {v}");
+        let fcwnd = &l["fcwnd_range"];
+        let (lo, hi) = (fcwnd[0].as_f64().unwrap(), fcwnd[1].as_f64().unwrap());
+        assert!(0.0 <= lo && lo <= hi && hi > 0.0, "{name}: {v}");
+    }
     // The ratios are medians of per-round ratios: inside their ranges.
     assert_eq!(v["rounds"].as_u64(), Some(10), "{v}");
     for name in ["loop4k", "push64"] {

@@ -135,6 +135,37 @@ pub struct LoopReport {
     /// loop loses nothing, so any are spurious timeouts).
     pub loop_retransmissions: u64,
     pub loop_drops: u64,
+    /// How each engine loop ran: its turns, ACKs and its initiator's Swift.
+    pub loops: Loops,
+}
+
+/// [`LoopRun`] of each of the four engine loops.
+#[derive(Debug, Serialize, Default)]
+pub struct Loops {
+    pub push64: LoopRun,
+    pub push64_psp: LoopRun,
+    pub loop4k: LoopRun,
+    pub loop4k_psp: LoopRun,
+}
+
+/// How one engine loop ran. The loop's own RTT includes the sender sealing
+/// the rest of its burst (both ends share the core), so Swift may hold the
+/// PSP loops' fcwnd below the 64 outstanding transactions, and the loop
+/// then needs more turns, each with one ACK, per transaction
+/// (`dataplane/app/PERFORMANCE.md`).
+#[derive(Debug, Serialize, Default)]
+pub struct LoopRun {
+    /// Loop turns per completed transaction in the measured slices
+    /// (64 outstanding: 2/64 = 0.03125 when each turn sends 32).
+    pub turns_per_transaction: f64,
+    /// ACKs (BACK, EACK, NACK) the target sent per completed transaction in
+    /// the measured slices.
+    pub acks_per_transaction: f64,
+    /// The initiator's mean RTT sample, µs (the whole run, warm-up
+    /// included).
+    pub rtt_mean_us: f64,
+    /// The initiator's lowest and highest fcwnd, packets (the whole run).
+    pub fcwnd_range: [f64; 2],
 }
 
 /// Runs every engine-level measurement, `each` long apiece.
@@ -224,6 +255,12 @@ pub fn run(each: Duration) -> Result<LoopReport> {
         loop4k_plain.stats(),
         loop4k.stats(),
     ];
+    r.loops = Loops {
+        push64: push64.run_stats(),
+        push64_psp: push64_psp.run_stats(),
+        loop4k: loop4k_plain.run_stats(),
+        loop4k_psp: loop4k.run_stats(),
+    };
     r.loop_retransmissions = stats.iter().map(|s| s.0).sum();
     r.loop_drops = stats.iter().map(|s| s.1).sum();
     r.loop4k_meets_bar = r.loop4k_ratio >= LOOP4K_BAR;
@@ -245,6 +282,9 @@ struct Rates {
     per_slice: Vec<f64>,
     ops: u64,
     secs: f64,
+    /// Engine loops only: loop turns and target ACKs in the slices.
+    turns: u64,
+    acks: u64,
 }
 
 impl Rates {
@@ -371,6 +411,20 @@ impl EngineLoop {
         Timestamp::from_nanos(1_000_000_000 + ran.as_nanos() as u64)
     }
 
+    /// Turns and ACKs per transaction in the measured slices; the
+    /// initiator's RTT and fcwnd over the whole run.
+    fn run_stats(&self) -> LoopRun {
+        let per = |n: u64| n as f64 / self.rates.ops.max(1) as f64;
+        let a = self.a.stats();
+        let rtt_mean = a.rtt_sum.as_secs_f64() / a.rtt_samples.max(1) as f64;
+        LoopRun {
+            turns_per_transaction: per(self.rates.turns),
+            acks_per_transaction: per(self.rates.acks),
+            rtt_mean_us: rtt_mean * 1e6,
+            fcwnd_range: [a.fcwnd_min, a.fcwnd_max],
+        }
+    }
+
     /// Retransmissions and drops of both engines so far.
     fn stats(&self) -> (u64, u64) {
         let (sa, sb) = (self.a.stats(), self.b.stats());
@@ -425,6 +479,8 @@ impl EngineLoop {
         let size = *size;
         let start = Instant::now();
         let mut completed = 0u64;
+        let mut turns = 0u64;
+        let acks_before = b.stats().tx_acks;
         loop {
             let elapsed = start.elapsed();
             let done = match until {
@@ -436,8 +492,11 @@ impl EngineLoop {
                     *ran += elapsed;
                 }
                 rates.record(completed, elapsed);
+                rates.turns += turns;
+                rates.acks += b.stats().tx_acks - acks_before;
                 return Ok(());
             }
+            turns += 1;
             let mut now = match until {
                 Until::Elapsed(_) => Self::clock(*ran + elapsed),
                 // Virtual time, a fixed step a loop turn: the same work
@@ -840,6 +899,24 @@ pub fn print_text(r: &LoopReport) {
         println!(
             "    {name}  budget {budget:6.0} ns: loop without PSP {plain:6.0} ns + PSP beyond the bound {extra:5.0} ns = {:6.0} ns",
             plain + extra
+        );
+    }
+    println!(
+        "  per loop: turns and target ACKs per transaction; the initiator's RTT and fcwnd (Swift):"
+    );
+    for (name, l) in [
+        ("push64      ", &r.loops.push64),
+        ("push64 + PSP", &r.loops.push64_psp),
+        ("4 KiB       ", &r.loops.loop4k),
+        ("4 KiB + PSP ", &r.loops.loop4k_psp),
+    ] {
+        println!(
+            "    {name}  {:.4} turns {:.4} ACKs  RTT {:6.1} µs  fcwnd {:.1}–{:.1}",
+            l.turns_per_transaction,
+            l.acks_per_transaction,
+            l.rtt_mean_us,
+            l.fcwnd_range[0],
+            l.fcwnd_range[1]
         );
     }
     println!(
