@@ -393,6 +393,9 @@ fn bench_psp_reports_the_contract_keys() {
     }
     assert_eq!(v["size_bytes"], 64);
     assert!((v["ratio_bar"].as_f64().unwrap() - 0.7).abs() < 1e-9);
+    // The AES-GCM code the figures were measured on, as the backend picks it.
+    assert_eq!(v["backend"], "ring", "{v}");
+    assert_eq!(v["aes_gcm_path"], psp::Backend::Ring.aes_gcm_path(), "{v}");
 }
 
 #[test]
@@ -503,6 +506,8 @@ fn bench_core_reports_engine_figures_against_crypto() {
     ] {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
+    // Both bars are ratios against crypto: the AES-GCM code it ran on.
+    assert_eq!(v["aes_gcm_path"], psp::Backend::Ring.aes_gcm_path(), "{v}");
     // Each engine loop's turns, ACKs and Swift view: measured, not absent.
     for name in ["push64", "push64_psp", "loop4k", "loop4k_psp"] {
         let l = &v["loops"][name];

@@ -93,6 +93,11 @@ pub struct LoopReport {
     pub loop4k_psp_gbps: f64,
     pub crypto4k_gbps: f64,
     pub crypto64_mops: f64,
+    /// The AES-GCM code `ring` runs on this CPU for the engines and the
+    /// crypto bounds alike ([`Backend::aes_gcm_path`]): `vaes-avx2`,
+    /// `aes-ni-avx`, ... Both bars are ratios against crypto, so they
+    /// depend on it (`dataplane/app/PERFORMANCE.md`).
+    pub aes_gcm_path: &'static str,
     /// `loop4k_psp_gbps / crypto4k_gbps`, the median over the rounds of the
     /// ratio of the two slices run side by side; bar 0.75.
     pub loop4k_ratio: f64,
@@ -223,6 +228,7 @@ pub fn run(each: Duration) -> Result<LoopReport> {
         loop4k_psp_gbps: loop4k.rates.mean() * 4096.0 * 8.0 / 1e9,
         crypto4k_gbps: crypto4k.rates.mean() * 4096.0 * 8.0 / 1e9,
         crypto64_mops: crypto64.rates.mean() / 1e6,
+        aes_gcm_path: Backend::Ring.aes_gcm_path(),
         copy_crypto4k_gbps: floor4k.rates.mean() * 4096.0 * 8.0 / 1e9,
         push64_ratio: median(&push64_ratios),
         loop4k_ratio: median(&loop4k_ratios),
@@ -856,7 +862,10 @@ impl Batches for CopyCryptoFloor {
 }
 
 pub fn print_text(r: &LoopReport) {
-    println!("Two engines on one core over the in-process loopback (push transactions)");
+    println!(
+        "Two engines on one core over the in-process loopback (push transactions; AES-GCM: ring on {})",
+        r.aes_gcm_path
+    );
     println!("  push64        {:8.3} Mops  (no PSP)", r.push64_mops);
     println!(
         "  push64 + PSP  {:8.3} Mops  vs crypto-only {:.3} Mops: ratio {:.3} [{:.3}–{:.3}] (bar {PUSH64_BAR}: {})",

@@ -38,6 +38,9 @@ const CRYPT_OFFSET_BYTES: usize = 4;
 pub struct Report {
     pub size_bytes: u32,
     pub backend: String,
+    /// The AES-GCM code the backend runs on this CPU
+    /// ([`psp::Backend::aes_gcm_path`]).
+    pub aes_gcm_path: &'static str,
     pub psp_version: u8,
     pub packets_per_side: u64,
     pub psp_seal_gbps: f64,
@@ -210,6 +213,7 @@ pub fn run(args: &BenchPspArgs) -> Result<Report> {
     Ok(Report {
         size_bytes: args.size,
         backend: backend.to_string(),
+        aes_gcm_path: backend.aes_gcm_path(),
         psp_version: args.psp_version,
         packets_per_side: psp_seal.packets.min(raw_seal.packets),
         psp_seal_gbps: psp_seal.gbps(size),
@@ -233,8 +237,8 @@ pub fn ratio_bar(size: u32) -> f64 {
 
 pub fn print_text(r: &Report) {
     println!(
-        "PSP stage vs raw AEAD ({}, version {}, {} B payload, {} packets per side)",
-        r.backend, r.psp_version, r.size_bytes, r.packets_per_side
+        "PSP stage vs raw AEAD ({} on {}, version {}, {} B payload, {} packets per side)",
+        r.backend, r.aes_gcm_path, r.psp_version, r.size_bytes, r.packets_per_side
     );
     println!(
         "  seal  PSP {:8.2} Gbit/s   raw {:8.2} Gbit/s",
