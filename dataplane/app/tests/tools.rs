@@ -10,7 +10,7 @@ use falcon::pcapio::{self, Frame};
 use serde_json::Value;
 
 mod common;
-use common::{falcon, repo_root, stderr, Scratch};
+use common::{falcon, repo_root, stderr, Scratch, BIN};
 
 /// `falcon psp encrypt|decrypt -c CFG -i IN -o OUT EXTRA...`.
 fn psp_tool(action: &str, cfg: &str, input: &str, output: &str, extra: &[&str]) -> Output {
@@ -367,6 +367,22 @@ fn decode_counts_tampered_and_malformed_packets_and_goes_on() {
         ),
         "{text}"
     );
+}
+
+#[test]
+fn a_reader_that_stops_early_is_no_failure() {
+    // `falcon bench psp | head -1`: the pipe closed before the report.
+    let mut child = std::process::Command::new(BIN)
+        .args(["bench", "psp", "--size", "64", "--seconds", "0.2"])
+        .current_dir(repo_root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run falcon");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait for falcon");
+    assert_eq!(o.status.code(), Some(141), "{}", stderr(&o));
+    assert!(o.stderr.is_empty(), "no panic message: {}", stderr(&o));
 }
 
 #[test]
