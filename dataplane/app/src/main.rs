@@ -1,6 +1,6 @@
 //! The `falcon` command: parses the command line and maps errors to exit
 //! codes (2: unusable input such as a bad file or configuration value,
-//! 1: the job ran and failed).
+//! 1: the job ran and failed, 141: the reader of stdout closed it early).
 #![forbid(unsafe_code)]
 
 use clap::Parser;
