@@ -87,9 +87,7 @@ impl Backend {
             Backend::RustCrypto => "rustcrypto",
         }
     }
-}
 
-impl Backend {
     /// The AES-GCM code this backend runs on this CPU, as the backend picks
     /// it at run time from the CPU's features. It sets how fast the crypto
     /// is, so every ratio against a crypto bound depends on it: on this
