@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, CI). Installs what is missing, then runs the
 # formatter check, clippy with warnings as errors, every test of the workspace,
-# and a build of the fuzz targets.
+# a build of the fuzz targets and the profile-guided build's pipeline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,3 +34,13 @@ cargo build --manifest-path fuzz/Cargo.toml --bins
 
 echo "== release binary smoke test"
 cargo build --release -p falcon
+
+echo "== profile-guided build (scripts/build-pgo.sh --quick)"
+# The whole pipeline: instrumented build, training runs, merge, optimised
+# build; then the binary must run a loop and say how it was built.
+bash scripts/build-pgo.sh --quick
+report=$(target/pgo/release/falcon bench core --profile push64-psp --transactions 20000 --json)
+case "$report" in
+    *'"build":"release+pgo"'*) echo "profile-guided binary: $report" ;;
+    *) echo "the profile-guided binary does not report build release+pgo: $report" >&2; exit 1 ;;
+esac

@@ -462,8 +462,17 @@ fn profile_3000(profile: &str) -> Value {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["profile"], profile, "{v}");
     assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(v["build"], BUILD, "{v}");
     v
 }
+
+/// The `build` that `falcon bench core` reports for a binary built in this
+/// test's profile without `scripts/build-pgo.sh`.
+const BUILD: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
 
 #[test]
 fn bench_core_profile_runs_exactly_the_transactions_asked() {
@@ -524,6 +533,9 @@ fn bench_core_reports_engine_figures_against_crypto() {
     }
     // Both bars are ratios against crypto: the AES-GCM code it ran on.
     assert_eq!(v["aes_gcm_path"], psp::Backend::Ring.aes_gcm_path(), "{v}");
+    // And the build the engines ran in (this test's own profile; the
+    // profile-guided build is checked by scripts/test.sh).
+    assert_eq!(v["build"], BUILD, "{v}");
     // Each engine loop's turns, ACKs and Swift view: measured, not absent.
     for name in ["push64", "push64_psp", "loop4k", "loop4k_psp"] {
         let l = &v["loops"][name];

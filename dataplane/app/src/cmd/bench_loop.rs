@@ -86,6 +86,16 @@ const PUSH64_BAR: f64 = 0.5;
 /// DESIGN §8: `loop4k_psp_gbps` ≥ this × `crypto4k_gbps`.
 const LOOP4K_BAR: f64 = 0.75;
 
+/// How this binary was built ([`LoopReport::build`]): `scripts/build-pgo.sh`
+/// sets `FALCON_PGO` for its profile-guided build.
+const BUILD: &str = if cfg!(debug_assertions) {
+    "debug"
+} else if option_env!("FALCON_PGO").is_some() {
+    "release+pgo"
+} else {
+    "release"
+};
+
 #[derive(Debug, Serialize, Default)]
 pub struct LoopReport {
     pub push64_mops: f64,
@@ -98,6 +108,11 @@ pub struct LoopReport {
     /// `aes-ni-avx`, ... Both bars are ratios against crypto, so they
     /// depend on it (`dataplane/app/PERFORMANCE.md`).
     pub aes_gcm_path: &'static str,
+    /// How this binary was built: `release`, `release+pgo`
+    /// (`scripts/build-pgo.sh`) or `debug`. The engines' share of each
+    /// loop depends on it (`dataplane/app/PERFORMANCE.md`); the crypto
+    /// bounds, `ring`'s assembly, barely do.
+    pub build: &'static str,
     /// `loop4k_psp_gbps / crypto4k_gbps`, the median over the rounds of the
     /// ratio of the two slices run side by side; bar 0.75.
     pub loop4k_ratio: f64,
@@ -229,6 +244,7 @@ pub fn run(each: Duration) -> Result<LoopReport> {
         crypto4k_gbps: crypto4k.rates.mean() * 4096.0 * 8.0 / 1e9,
         crypto64_mops: crypto64.rates.mean() / 1e6,
         aes_gcm_path: Backend::Ring.aes_gcm_path(),
+        build: BUILD,
         copy_crypto4k_gbps: floor4k.rates.mean() * 4096.0 * 8.0 / 1e9,
         push64_ratio: median(&push64_ratios),
         loop4k_ratio: median(&loop4k_ratios),
@@ -625,6 +641,8 @@ pub struct ProfileReport {
     pub mops: f64,
     pub retransmissions: u64,
     pub drops: u64,
+    /// How this binary was built ([`LoopReport::build`]).
+    pub build: &'static str,
 }
 
 /// Runs one loop for `transactions` completions (the ACK that reaches the
@@ -662,6 +680,7 @@ pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
         mops: run.rates.mean() / 1e6,
         retransmissions,
         drops,
+        build: BUILD,
     })
 }
 
@@ -692,6 +711,7 @@ fn bound_profile(
         mops: pairs as f64 / seconds / 1e6,
         retransmissions: 0,
         drops: 0,
+        build: BUILD,
     })
 }
 
@@ -863,8 +883,8 @@ impl Batches for CopyCryptoFloor {
 
 pub fn print_text(r: &LoopReport) {
     println!(
-        "Two engines on one core over the in-process loopback (push transactions; AES-GCM: ring on {})",
-        r.aes_gcm_path
+        "Two engines on one core over the in-process loopback (push transactions; AES-GCM: ring on {}; {} build)",
+        r.aes_gcm_path, r.build
     );
     println!("  push64        {:8.3} Mops  (no PSP)", r.push64_mops);
     println!(
