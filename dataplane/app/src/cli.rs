@@ -237,13 +237,37 @@ pub struct BenchCoreArgs {
     #[arg(long, value_enum)]
     pub profile: Option<crate::cmd::bench_loop::Profile>,
     /// Transactions of a `--profile` run (after a warm-up of a tenth; the
-    /// ACK that reaches the number may complete a few more; the crypto-only
-    /// runners round up to whole batches of 64 pairs).
+    /// ACK that reaches the number may complete up to `--depth` more; the
+    /// crypto bounds round up to whole batches of 64 pairs, the floor to
+    /// whole rounds of `--depth`).
     #[arg(long, default_value_t = 1_000_000, requires = "profile")]
     pub transactions: u64,
+    /// Push transactions each engine loop keeps outstanding (and ULP
+    /// payload vectors it cycles through; frames of the 4 KiB floor).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub depth: u32,
+    /// Frames an engine takes from its port per receive burst.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub burst: u32,
+    /// Free buffers each loopback end caches and trades with the shared
+    /// pool at a time (DPDK's mempool cache): with `--depth` it sets how
+    /// many frame buffers circulate, so the loops' memory footprint.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub cache_batch: u32,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+impl BenchCoreArgs {
+    /// The engine loops' shape from `--depth`, `--burst`, `--cache-batch`.
+    pub fn shape(&self) -> crate::cmd::bench_loop::Shape {
+        crate::cmd::bench_loop::Shape {
+            depth: self.depth as usize,
+            burst: self.burst as usize,
+            cache_batch: self.cache_batch as usize,
+        }
+    }
 }
 
 /// `falcon bench rue`: CC events per second per core through the

@@ -73,7 +73,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     "--transactions must be positive".into(),
                 ));
             }
-            let report = cmd::bench_loop::profile(profile, args.transactions)?;
+            let report = cmd::bench_loop::profile(profile, args.transactions, args.shape())?;
             if args.json {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
             } else {

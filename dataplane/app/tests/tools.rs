@@ -508,6 +508,49 @@ fn bench_core_profile_runs_exactly_the_transactions_asked() {
 }
 
 #[test]
+fn bench_core_loops_take_their_shape_from_the_command_line() {
+    let run = |profile: &str, transactions: &str| {
+        let o = falcon(&[
+            "bench",
+            "core",
+            "--profile",
+            profile,
+            "--transactions",
+            transactions,
+            "--depth",
+            "8",
+            "--burst",
+            "4",
+            "--cache-batch",
+            "2",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            v["shape"],
+            serde_json::json!({"depth": 8, "burst": 4, "cache_batch": 2}),
+            "{v}"
+        );
+        v
+    };
+    // Eight outstanding: the last ACK completes at most eight more.
+    let v = run("loop4k-psp", "3000");
+    let n = v["transactions"].as_u64().unwrap();
+    assert!((3000..3008).contains(&n), "{v}");
+    assert_eq!(v["drops"].as_u64(), Some(0), "{v}");
+    // The floor copies into as many frames as the loops keep outstanding:
+    // whole rounds of eight.
+    let v = run("floor4k", "3001");
+    assert_eq!(v["transactions"].as_u64(), Some(3008), "{v}");
+    for flag in ["--depth", "--burst", "--cache-batch"] {
+        let o = falcon(&["bench", "core", "--seconds", "0.1", flag, "0"]);
+        assert_eq!(o.status.code(), Some(2), "{flag} 0");
+        assert!(stderr(&o).contains(flag), "{flag}: {}", stderr(&o));
+    }
+}
+
+#[test]
 fn bench_core_reports_engine_figures_against_crypto() {
     let o = falcon(&["bench", "core", "--seconds", "0.35", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -536,6 +579,12 @@ fn bench_core_reports_engine_figures_against_crypto() {
     // And the build the engines ran in (this test's own profile; the
     // profile-guided build is checked by scripts/test.sh).
     assert_eq!(v["build"], BUILD, "{v}");
+    // How the loops ran: the defaults.
+    assert_eq!(
+        v["shape"],
+        serde_json::json!({"depth": 64, "burst": 32, "cache_batch": 32}),
+        "{v}"
+    );
     // Each engine loop's turns, ACKs and Swift view: measured, not absent.
     for name in ["push64", "push64_psp", "loop4k", "loop4k_psp"] {
         let l = &v["loops"][name];

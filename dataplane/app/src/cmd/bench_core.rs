@@ -100,7 +100,7 @@ pub fn run(args: &BenchCoreArgs) -> Result<Report> {
     let share = Duration::from_secs_f64(args.seconds / 9.0);
     let delivery = run_once(size, share, false)?;
     let wire = run_once(size, share, true)?;
-    let engine = super::bench_loop::run(share)?;
+    let engine = super::bench_loop::run(share, args.shape())?;
     let mpps = |r: &Run| r.packets as f64 / r.elapsed.as_secs_f64() / 1e6;
     let delivery_mpps = mpps(&delivery);
     Ok(Report {
@@ -354,6 +354,9 @@ mod tests {
             json: true,
             profile: None,
             transactions: 1,
+            depth: 64,
+            burst: 32,
+            cache_batch: 32,
         };
         let report = run(&args).unwrap();
         assert!(report.packets > 1_000, "{report:?}");
@@ -373,6 +376,9 @@ mod tests {
             json: false,
             profile: None,
             transactions: 1,
+            depth: 64,
+            burst: 32,
+            cache_batch: 32,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));
         let bad = BenchCoreArgs {
@@ -381,6 +387,9 @@ mod tests {
             json: false,
             profile: None,
             transactions: 1,
+            depth: 64,
+            burst: 32,
+            cache_batch: 32,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));
     }

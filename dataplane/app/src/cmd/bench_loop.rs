@@ -75,9 +75,30 @@ use crate::error::{AppError, Result};
 
 /// Push Data header bytes in front of the payload (OCP Falcon 0.9 §7.5).
 const PUSH_HEADER: usize = 28;
-/// Transactions kept outstanding by the initiator.
-const DEPTH: usize = 64;
-const BURST: usize = 32;
+/// How the four engine loops run (`bench core --depth`, `--burst`,
+/// `--cache-batch`), reported with their figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    /// Push transactions the initiator ULP keeps outstanding; also the
+    /// number of ULP payload vectors it owns, and of frames in the 4 KiB
+    /// floor.
+    pub depth: usize,
+    /// Frames each engine takes from its port per receive burst.
+    pub burst: usize,
+    /// The loopback's per-end buffer cache batch
+    /// (`LoopbackConfig::cache_batch`).
+    pub cache_batch: usize,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape {
+            depth: 64,
+            burst: 32,
+            cache_batch: 32,
+        }
+    }
+}
 /// Each measurement's time is cut into this many slices, run round-robin
 /// with the other measurements (see [`run`]).
 pub const ROUNDS: usize = 10;
@@ -113,6 +134,8 @@ pub struct LoopReport {
     /// loop depends on it (`dataplane/app/PERFORMANCE.md`); the crypto
     /// bounds, `ring`'s assembly, barely do.
     pub build: &'static str,
+    /// How the engine loops ran.
+    pub shape: Shape,
     /// `loop4k_psp_gbps / crypto4k_gbps`, the median over the rounds of the
     /// ratio of the two slices run side by side; bar 0.75.
     pub loop4k_ratio: f64,
@@ -199,15 +222,15 @@ pub struct LoopRun {
 /// (17.7–23.4 Gbit/s at 4 KiB), which made ratios of back-to-back
 /// measurements swing by ±0.1 run to run; side by side, both sides of a
 /// ratio see the same host.
-pub fn run(each: Duration) -> Result<LoopReport> {
+pub fn run(each: Duration, shape: Shape) -> Result<LoopReport> {
     let slice = each / ROUNDS as u32;
-    let mut push64 = EngineLoop::new(64, false)?;
-    let mut push64_psp = EngineLoop::new(64, true)?;
-    let mut loop4k = EngineLoop::new(4096, true)?;
-    let mut loop4k_plain = EngineLoop::new(4096, false)?;
+    let mut push64 = EngineLoop::new(64, false, shape)?;
+    let mut push64_psp = EngineLoop::new(64, true, shape)?;
+    let mut loop4k = EngineLoop::new(4096, true, shape)?;
+    let mut loop4k_plain = EngineLoop::new(4096, false, shape)?;
     let mut crypto64 = CryptoBound::new(64)?;
     let mut crypto4k = CryptoBound::new(4096)?;
-    let mut floor4k = CopyCryptoFloor::new(4096)?;
+    let mut floor4k = CopyCryptoFloor::new(4096, shape.depth)?;
     {
         let mut runners: [&mut dyn Runner; 7] = [
             &mut push64,
@@ -245,6 +268,7 @@ pub fn run(each: Duration) -> Result<LoopReport> {
         crypto64_mops: crypto64.rates.mean() / 1e6,
         aes_gcm_path: Backend::Ring.aes_gcm_path(),
         build: BUILD,
+        shape,
         copy_crypto4k_gbps: floor4k.rates.mean() * 4096.0 * 8.0 / 1e9,
         push64_ratio: median(&push64_ratios),
         loop4k_ratio: median(&loop4k_ratios),
@@ -367,6 +391,7 @@ fn failed(what: &str, e: &dyn std::fmt::Display) -> AppError {
 /// like nothing at all, not like a stall that fires retransmit timers.
 struct EngineLoop {
     size: usize,
+    shape: Shape,
     a: Engine,
     b: Engine,
     ca: ConnectionHandle,
@@ -387,7 +412,7 @@ struct EngineLoop {
 }
 
 impl EngineLoop {
-    fn new(size: usize, with_psp: bool) -> Result<Self> {
+    fn new(size: usize, with_psp: bool, shape: Shape) -> Result<Self> {
         let keys = |k: u8| MasterKeys {
             k0: MasterKey::new([k; 32]),
             k1: MasterKey::new([k ^ 0xff; 32]),
@@ -409,10 +434,12 @@ impl EngineLoop {
             .map_err(|e| failed("connect", &e))?;
         let (pa, pb) = Loopback::pair(LoopbackConfig {
             one_way_delay: Duration::ZERO,
+            cache_batch: shape.cache_batch,
             ..LoopbackConfig::default()
         });
         Ok(EngineLoop {
             size,
+            shape,
             a,
             b,
             ca,
@@ -423,7 +450,7 @@ impl EngineLoop {
             tx: Vec::new(),
             outstanding: 0,
             tag: 0,
-            free: (0..DEPTH).map(|_| vec![0xA5u8; size]).collect(),
+            free: (0..shape.depth).map(|_| vec![0xA5u8; size]).collect(),
             ran: Duration::ZERO,
             rates: Rates::default(),
         })
@@ -484,6 +511,7 @@ impl EngineLoop {
     fn run(&mut self, until: Until) -> Result<()> {
         let EngineLoop {
             size,
+            shape,
             a,
             b,
             ca,
@@ -499,6 +527,7 @@ impl EngineLoop {
             rates,
         } = self;
         let size = *size;
+        let Shape { depth, burst, .. } = *shape;
         let start = Instant::now();
         let mut completed = 0u64;
         let mut turns = 0u64;
@@ -529,7 +558,7 @@ impl EngineLoop {
                     Self::clock(*ran)
                 }
             };
-            while *outstanding < DEPTH {
+            while *outstanding < depth {
                 *tag += 1;
                 // Empty only if a completion came back without its request
                 // (a retransmission may still have needed it): then a fresh
@@ -554,7 +583,7 @@ impl EngineLoop {
                 if let Until::Elapsed(_) = until {
                     now = Self::clock(*ran + start.elapsed());
                 }
-                engine.receive_burst(now, port, rx, BURST);
+                engine.receive_burst(now, port, rx, burst);
                 if engine.poll_timeout().is_some_and(|t| t <= now) {
                     engine.handle_timeout(now);
                 }
@@ -643,6 +672,8 @@ pub struct ProfileReport {
     pub drops: u64,
     /// How this binary was built ([`LoopReport::build`]).
     pub build: &'static str,
+    /// How the loop ran (the engine profiles; the floor takes its depth).
+    pub shape: Shape,
 }
 
 /// Runs one loop for `transactions` completions (the ACK that reaches the
@@ -651,7 +682,7 @@ pub struct ProfileReport {
 /// `valgrind --tool=callgrind` on the shipped binary (instruction counts
 /// of the test binary's copy of the loop move with the test code around
 /// it).
-pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
+pub fn profile(profile: Profile, transactions: u64, shape: Shape) -> Result<ProfileReport> {
     let warm_up = (transactions / 10).max(1_000);
     let (size, psp) = match profile {
         Profile::Push64 => (64, false),
@@ -659,16 +690,23 @@ pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
         Profile::Loop4kPsp => (4096, true),
         Profile::Loop4k => (4096, false),
         Profile::Crypto64 => {
-            return bound_profile(profile, CryptoBound::new(64)?, warm_up, transactions)
+            return bound_profile(profile, CryptoBound::new(64)?, warm_up, transactions, shape)
         }
         Profile::Crypto4k => {
-            return bound_profile(profile, CryptoBound::new(4096)?, warm_up, transactions)
+            return bound_profile(
+                profile,
+                CryptoBound::new(4096)?,
+                warm_up,
+                transactions,
+                shape,
+            )
         }
         Profile::Floor4k => {
-            return bound_profile(profile, CopyCryptoFloor::new(4096)?, warm_up, transactions)
+            let floor = CopyCryptoFloor::new(4096, shape.depth)?;
+            return bound_profile(profile, floor, warm_up, transactions, shape);
         }
     };
-    let mut run = EngineLoop::new(size, psp)?;
+    let mut run = EngineLoop::new(size, psp, shape)?;
     run.run(Until::Completed(warm_up))?;
     run.rates.clear();
     run.run(Until::Completed(transactions))?;
@@ -681,6 +719,7 @@ pub fn profile(profile: Profile, transactions: u64) -> Result<ProfileReport> {
         retransmissions,
         drops,
         build: BUILD,
+        shape,
     })
 }
 
@@ -693,6 +732,7 @@ fn bound_profile(
     mut bound: impl Batches,
     warm_up: u64,
     transactions: u64,
+    shape: Shape,
 ) -> Result<ProfileReport> {
     let mut done = 0;
     while done < warm_up {
@@ -712,6 +752,7 @@ fn bound_profile(
         retransmissions: 0,
         drops: 0,
         build: BUILD,
+        shape,
     })
 }
 
@@ -754,8 +795,15 @@ pub fn print_profile(r: &ProfileReport) {
             1e3 / r.mops.max(f64::MIN_POSITIVE)
         ),
         _ => println!(
-            "{name}: {} transactions in {:.3} s, {:.3} Mops ({} retransmissions, {} drops)",
-            r.transactions, r.seconds, r.mops, r.retransmissions, r.drops
+            "{name}: {} transactions in {:.3} s, {:.3} Mops ({} retransmissions, {} drops; {} outstanding, bursts of {}, cache batch {})",
+            r.transactions,
+            r.seconds,
+            r.mops,
+            r.retransmissions,
+            r.drops,
+            r.shape.depth,
+            r.shape.burst,
+            r.shape.cache_batch
         ),
     }
 }
@@ -826,7 +874,7 @@ impl Batches for CryptoBound {
 }
 
 /// Copy + seal + open of `size`-byte Push Data payloads: each round copies
-/// ULP buffer k into frame k (k over [`DEPTH`] of each, as the engine's
+/// ULP buffer k into frame k (k over `depth` of each, as the engine's
 /// transmit path does with the outstanding transactions), seals the frame
 /// and opens it.
 struct CopyCryptoFloor {
@@ -840,14 +888,15 @@ struct CopyCryptoFloor {
 }
 
 impl CopyCryptoFloor {
-    fn new(size: usize) -> Result<Self> {
+    fn new(size: usize, depth: usize) -> Result<Self> {
         let (db, tx) = crypto_sas()?;
         let len = tx.header_len() + PUSH_HEADER + size + ICV_LEN;
+        let depth = depth.max(1);
         Ok(CopyCryptoFloor {
             db,
             tx,
-            ulp: (0..DEPTH).map(|k| vec![k as u8; size]).collect(),
-            frames: (0..DEPTH).map(|_| vec![0x3Cu8; len]).collect(),
+            ulp: (0..depth).map(|k| vec![k as u8; size]).collect(),
+            frames: (0..depth).map(|_| vec![0x3Cu8; len]).collect(),
             size,
             now_ps: 1_000_000_000_000,
             rates: Rates::default(),
@@ -856,7 +905,7 @@ impl CopyCryptoFloor {
 }
 
 impl Batches for CopyCryptoFloor {
-    /// One round: [`DEPTH`] copies, seals and opens.
+    /// One round: `depth` copies, seals and opens.
     #[inline]
     fn batch(&mut self) -> Result<u64> {
         let size = self.size;
@@ -873,7 +922,7 @@ impl Batches for CopyCryptoFloor {
                 .open(frame, 0, len)
                 .map_err(|e| AppError::Failed(format!("open: {e}")))?;
         }
-        Ok(DEPTH as u64)
+        Ok(self.frames.len() as u64)
     }
 
     fn batch_rates(&mut self) -> &mut Rates {
@@ -885,6 +934,10 @@ pub fn print_text(r: &LoopReport) {
     println!(
         "Two engines on one core over the in-process loopback (push transactions; AES-GCM: ring on {}; {} build)",
         r.aes_gcm_path, r.build
+    );
+    println!(
+        "  {} outstanding, receive bursts of {}, loopback cache batch {} (--depth, --burst, --cache-batch)",
+        r.shape.depth, r.shape.burst, r.shape.cache_batch
     );
     println!("  push64        {:8.3} Mops  (no PSP)", r.push64_mops);
     println!(
@@ -906,8 +959,8 @@ pub fn print_text(r: &LoopReport) {
         if r.loop4k_meets_bar { "met" } else { "NOT met" }
     );
     println!(
-        "  4 KiB floor   {:8.2} Gbit/s copy + seal + open over {DEPTH} frames: ratio {:.3} (the most an engine with one transmit copy can reach)",
-        r.copy_crypto4k_gbps, r.floor4k_ratio
+        "  4 KiB floor   {:8.2} Gbit/s copy + seal + open over {} frames: ratio {:.3} (the most an engine with one transmit copy can reach)",
+        r.copy_crypto4k_gbps, r.shape.depth, r.floor4k_ratio
     );
     println!("  4 KiB         {:8.2} Gbit/s  (no PSP)", r.loop4k_gbps);
     println!("  per transaction, what each bar leaves beside the crypto bound, and what is spent:");

@@ -35,6 +35,12 @@ pub struct LoopbackConfig {
     /// Frames in flight per direction; `tx_burst` stops when full. Default
     /// 4096.
     pub queue_capacity: usize,
+    /// Free buffers each end keeps for itself and moves to and from the
+    /// shared pool at a time (DPDK's per-lcore mempool cache; at least 1).
+    /// It sets how many buffers circulate, so how much memory the frames
+    /// of a steady loop touch: each end holds up to two batches. Default
+    /// 32.
+    pub cache_batch: usize,
 }
 
 impl Default for LoopbackConfig {
@@ -44,6 +50,7 @@ impl Default for LoopbackConfig {
             frame_capacity: 9216,
             pool_size: 8192,
             queue_capacity: 4096,
+            cache_batch: 32,
         }
     }
 }
@@ -68,7 +75,8 @@ pub struct Loopback;
 
 impl Loopback {
     /// The two ends, A and B.
-    pub fn pair(config: LoopbackConfig) -> (LoopbackPort, LoopbackPort) {
+    pub fn pair(mut config: LoopbackConfig) -> (LoopbackPort, LoopbackPort) {
+        config.cache_batch = config.cache_batch.max(1);
         let shared = Arc::new(Mutex::new(Shared {
             lines: [Line::default(), Line::default()],
             free: Vec::new(),
@@ -95,16 +103,13 @@ pub struct LoopbackPort {
     side: usize,
     config: LoopbackConfig,
     /// Free buffers kept by this end (DPDK's per-core mempool cache), fewer
-    /// than `CACHE_BATCH`: alloc pops, free pushes.
+    /// than `cache_batch`: alloc pops, free pushes.
     cache: Vec<FrameBuf>,
-    /// Empty, or one full batch of `CACHE_BATCH` free buffers held back
+    /// Empty, or one full batch of `cache_batch` free buffers held back
     /// before anything goes to the shared pool: alloc and free take the
-    /// shared lock at most once per `CACHE_BATCH` buffers.
+    /// shared lock at most once per `cache_batch` buffers.
     full: Vec<FrameBuf>,
 }
-
-/// Buffers moved between an end's cache and the shared pool at a time.
-const CACHE_BATCH: usize = 32;
 
 /// One direction's delay line: the frames of each `tx_burst` as one batch
 /// under their release time, oldest first. A burst moves in and out as a
@@ -130,7 +135,7 @@ struct Line {
 struct Shared {
     /// `lines[s]` carries what side `s` sends.
     lines: [Line; 2],
-    /// Free buffers, in whole batches of `CACHE_BATCH`: a batch changes
+    /// Free buffers, in whole batches of `cache_batch`: a batch changes
     /// hands as one vector, not buffer by buffer. Moving 32 buffers one by
     /// one between a cache and the pool cost ~45 instructions per transaction in
     /// the 64-byte bench loop (callgrind, `bench core --profile push64`:
@@ -231,7 +236,7 @@ impl Port for LoopbackPort {
     fn free(&mut self, mut buf: FrameBuf) {
         buf.set_len(0);
         self.cache.push(buf);
-        if self.cache.len() >= CACHE_BATCH {
+        if self.cache.len() >= self.config.cache_batch {
             self.spill();
         }
     }
@@ -614,6 +619,41 @@ mod tests {
             a.free(buf);
         }
         assert_eq!(a.buffers_allocated(), 96, "nothing was allocated twice");
+    }
+
+    /// Buffers a steady loop of `burst`-frame bursts from A to B ends up
+    /// circulating, for a cache batch of `batch`.
+    fn circulating(batch: usize, burst: usize) -> usize {
+        let (mut a, mut b) = Loopback::pair(LoopbackConfig {
+            one_way_delay: Duration::ZERO,
+            cache_batch: batch,
+            ..LoopbackConfig::default()
+        });
+        let now = Timestamp::ZERO;
+        let (mut frames, mut got) = (Vec::new(), Vec::new());
+        for _ in 0..100 {
+            frames.extend((0..burst).map(|_| a.alloc().unwrap()));
+            assert_eq!(a.tx_burst(now, &mut frames), burst);
+            assert_eq!(b.rx_burst(now, &mut got, burst), burst);
+            for frame in got.drain(..) {
+                b.free(frame);
+            }
+        }
+        a.buffers_allocated()
+    }
+
+    #[test]
+    fn the_cache_batch_sets_how_many_buffers_circulate() {
+        // A burst in flight, plus what the two ends hold back: each up to
+        // two batches (its cache and the whole batch held before the pool).
+        for (batch, burst) in [(32, 16), (8, 16), (4, 4), (1, 3)] {
+            let n = circulating(batch, burst);
+            assert!(n >= burst, "batch {batch}: {n}");
+            assert!(n <= burst + 4 * batch, "batch {batch}: {n} buffers");
+        }
+        assert!(circulating(8, 16) < circulating(32, 16));
+        // 0 is taken as 1, not as "never spill".
+        assert!(circulating(0, 3) <= 3 + 4);
     }
 
     #[test]
