@@ -387,7 +387,7 @@ fn a_reader_that_stops_early_is_no_failure() {
 
 #[test]
 fn bench_psp_reports_the_contract_keys() {
-    let o = falcon(&[
+    let v = falcon_json(&[
         "bench",
         "psp",
         "--size",
@@ -396,8 +396,6 @@ fn bench_psp_reports_the_contract_keys() {
         "0.05",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     for key in [
         "psp_seal_gbps",
         "psp_open_gbps",
@@ -416,7 +414,7 @@ fn bench_psp_reports_the_contract_keys() {
 
 #[test]
 fn demo_verifies_every_transaction_and_reports_json() {
-    let o = falcon(&[
+    let v = falcon_json(&[
         "demo",
         "--transactions",
         "300",
@@ -426,8 +424,6 @@ fn demo_verifies_every_transaction_and_reports_json() {
         "3",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["transactions"], 300);
     assert_eq!(v["failures"], 0);
@@ -446,10 +442,18 @@ fn demo_verifies_every_transaction_and_reports_json() {
     );
 }
 
+/// Runs `falcon ARGS…`, checks it succeeded and returns the JSON object it
+/// printed.
+fn falcon_json(args: &[&str]) -> Value {
+    let o = falcon(args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// `falcon bench core --profile PROFILE --transactions 3000 --json`, checked
 /// for success and for naming its profile.
 fn profile_3000(profile: &str) -> Value {
-    let o = falcon(&[
+    let v = falcon_json(&[
         "bench",
         "core",
         "--profile",
@@ -458,8 +462,6 @@ fn profile_3000(profile: &str) -> Value {
         "3000",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["profile"], profile, "{v}");
     assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(v["build"], BUILD, "{v}");
@@ -510,7 +512,7 @@ fn bench_core_profile_runs_exactly_the_transactions_asked() {
 #[test]
 fn bench_core_loops_take_their_shape_from_the_command_line() {
     let run = |profile: &str, transactions: &str| {
-        let o = falcon(&[
+        let v = falcon_json(&[
             "bench",
             "core",
             "--profile",
@@ -525,8 +527,6 @@ fn bench_core_loops_take_their_shape_from_the_command_line() {
             "2",
             "--json",
         ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(
             v["shape"],
             serde_json::json!({"depth": 8, "burst": 4, "cache_batch": 2}),
@@ -552,9 +552,7 @@ fn bench_core_loops_take_their_shape_from_the_command_line() {
 
 #[test]
 fn bench_core_reports_engine_figures_against_crypto() {
-    let o = falcon(&["bench", "core", "--seconds", "0.35", "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = falcon_json(&["bench", "core", "--seconds", "0.35", "--json"]);
     for key in [
         "delivery_mpps",
         "push64_mops",
