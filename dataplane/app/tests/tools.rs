@@ -453,15 +453,23 @@ fn falcon_json(args: &[&str]) -> Value {
 /// `falcon bench core --profile PROFILE --transactions 3000 --json`, checked
 /// for success and for naming its profile.
 fn profile_3000(profile: &str) -> Value {
-    let v = falcon_json(&[
+    profile_run(profile, "3000", &[])
+}
+
+/// `falcon bench core --profile PROFILE --transactions N --json EXTRA…`,
+/// checked the same way.
+fn profile_run(profile: &str, transactions: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
         "bench",
         "core",
         "--profile",
         profile,
         "--transactions",
-        "3000",
+        transactions,
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let v = falcon_json(&args);
     assert_eq!(v["profile"], profile, "{v}");
     assert!(v["mops"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(v["build"], BUILD, "{v}");
@@ -512,21 +520,8 @@ fn bench_core_profile_runs_exactly_the_transactions_asked() {
 #[test]
 fn bench_core_loops_take_their_shape_from_the_command_line() {
     let run = |profile: &str, transactions: &str| {
-        let v = falcon_json(&[
-            "bench",
-            "core",
-            "--profile",
-            profile,
-            "--transactions",
-            transactions,
-            "--depth",
-            "8",
-            "--burst",
-            "4",
-            "--cache-batch",
-            "2",
-            "--json",
-        ]);
+        let shape = ["--depth", "8", "--burst", "4", "--cache-batch", "2"];
+        let v = profile_run(profile, transactions, &shape);
         assert_eq!(
             v["shape"],
             serde_json::json!({"depth": 8, "burst": 4, "cache_batch": 2}),
