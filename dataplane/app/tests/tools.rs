@@ -539,9 +539,11 @@ fn bench_core_loops_take_their_shape_from_the_command_line() {
     let v = run("floor4k", "3001");
     assert_eq!(v["transactions"].as_u64(), Some(3008), "{v}");
     for flag in ["--depth", "--burst", "--cache-batch"] {
-        let o = falcon(&["bench", "core", "--seconds", "0.1", flag, "0"]);
-        assert_eq!(o.status.code(), Some(2), "{flag} 0");
-        assert!(stderr(&o).contains(flag), "{flag}: {}", stderr(&o));
+        for value in ["0", "1025"] {
+            let o = falcon(&["bench", "core", "--seconds", "0.1", flag, value]);
+            assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+            assert!(stderr(&o).contains(flag), "{flag}: {}", stderr(&o));
+        }
     }
 }
 

@@ -174,8 +174,12 @@ pub struct LoopReport {
     pub loop4k_budget_ns: f64,
     pub loop4k_plain_ns: f64,
     pub loop4k_psp_extra_ns: f64,
-    /// Retransmissions and drops in the four engine runs (0 expected; the
-    /// loop loses nothing, so any are spurious timeouts).
+    /// Retransmissions and drops in the four engine runs. 0 expected at
+    /// the default shape: the loop loses nothing. A `--burst` above the
+    /// receiver's 128-PSN data window lets the target take more Push Data
+    /// in one burst than its window holds before its ULP acknowledges any:
+    /// those are counted `out_of_window` drops, which the initiator
+    /// retransmits.
     pub loop_retransmissions: u64,
     pub loop_drops: u64,
     /// How each engine loop ran: its turns, ACKs and its initiator's Swift.
