@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::cmd::bench_loop::Shape;
+
 /// Falcon transport appliance: Google's Falcon reliable transport over PSP,
 /// in software.
 #[derive(Debug, Parser)]
@@ -244,17 +246,17 @@ pub struct BenchCoreArgs {
     pub transactions: u64,
     /// Push transactions each engine loop keeps outstanding (and ULP
     /// payload vectors it cycles through; frames of the 4 KiB floor).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = Shape::DEFAULT.depth as u32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub depth: u32,
     /// Frames an engine takes from its port per receive burst. Above 128
     /// (the receiver's data window) the target can take in more Push Data
     /// at once than its window holds: out-of-window drops, retransmitted.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = Shape::DEFAULT.burst as u32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub burst: u32,
     /// Free buffers each loopback end caches and trades with the shared
     /// pool at a time (DPDK's mempool cache): with `--depth` it sets how
     /// many frame buffers circulate, so the loops' memory footprint.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = Shape::DEFAULT.cache_batch as u32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub cache_batch: u32,
     /// One JSON object on stdout.
     #[arg(long)]
@@ -263,8 +265,8 @@ pub struct BenchCoreArgs {
 
 impl BenchCoreArgs {
     /// The engine loops' shape from `--depth`, `--burst`, `--cache-batch`.
-    pub fn shape(&self) -> crate::cmd::bench_loop::Shape {
-        crate::cmd::bench_loop::Shape {
+    pub fn shape(&self) -> Shape {
+        Shape {
             depth: self.depth as usize,
             burst: self.burst as usize,
             cache_batch: self.cache_batch as usize,

@@ -345,6 +345,9 @@ fn answer_rue(now: Timestamp, conn: &mut DeliveryConnection) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::bench_loop::Shape;
+
+    const DEFAULT: Shape = Shape::DEFAULT;
 
     #[test]
     fn short_run_delivers_everything_once() {
@@ -354,9 +357,9 @@ mod tests {
             json: true,
             profile: None,
             transactions: 1,
-            depth: 64,
-            burst: 32,
-            cache_batch: 32,
+            depth: DEFAULT.depth as u32,
+            burst: DEFAULT.burst as u32,
+            cache_batch: DEFAULT.cache_batch as u32,
         };
         let report = run(&args).unwrap();
         assert!(report.packets > 1_000, "{report:?}");
@@ -376,9 +379,9 @@ mod tests {
             json: false,
             profile: None,
             transactions: 1,
-            depth: 64,
-            burst: 32,
-            cache_batch: 32,
+            depth: DEFAULT.depth as u32,
+            burst: DEFAULT.burst as u32,
+            cache_batch: DEFAULT.cache_batch as u32,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));
         let bad = BenchCoreArgs {
@@ -387,9 +390,9 @@ mod tests {
             json: false,
             profile: None,
             transactions: 1,
-            depth: 64,
-            burst: 32,
-            cache_batch: 32,
+            depth: DEFAULT.depth as u32,
+            burst: DEFAULT.burst as u32,
+            cache_batch: DEFAULT.cache_batch as u32,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));
     }

@@ -90,13 +90,20 @@ pub struct Shape {
     pub cache_batch: usize,
 }
 
+impl Shape {
+    /// `bench core`'s defaults: 64 outstanding, bursts of 32, the loopback's
+    /// default cache batch. Every figure in `PERFORMANCE.md` and the README
+    /// not marked otherwise is of this shape.
+    pub const DEFAULT: Shape = Shape {
+        depth: 64,
+        burst: 32,
+        cache_batch: 32,
+    };
+}
+
 impl Default for Shape {
     fn default() -> Self {
-        Shape {
-            depth: 64,
-            burst: 32,
-            cache_batch: 32,
-        }
+        Shape::DEFAULT
     }
 }
 /// Each measurement's time is cut into this many slices, run round-robin
