@@ -97,7 +97,7 @@ impl Shape {
     pub const DEFAULT: Shape = Shape {
         depth: 64,
         burst: 32,
-        cache_batch: 32,
+        cache_batch: LoopbackConfig::DEFAULT_CACHE_BATCH,
     };
 }
 

@@ -43,6 +43,11 @@ pub struct LoopbackConfig {
     pub cache_batch: usize,
 }
 
+impl LoopbackConfig {
+    /// The default [`cache_batch`](Self::cache_batch).
+    pub const DEFAULT_CACHE_BATCH: usize = 32;
+}
+
 impl Default for LoopbackConfig {
     fn default() -> Self {
         LoopbackConfig {
@@ -50,7 +55,7 @@ impl Default for LoopbackConfig {
             frame_capacity: 9216,
             pool_size: 8192,
             queue_capacity: 4096,
-            cache_batch: 32,
+            cache_batch: Self::DEFAULT_CACHE_BATCH,
         }
     }
 }
