@@ -37,7 +37,7 @@ use crate::seq::Psn;
 use crate::time::Timestamp;
 use crate::wire::{
     BaseHeader, FalconRepr, HopCount, NackCcInfo, NackCode, NackRepr, NackRueInfo, ProtocolType,
-    RnrTimeout, RxBufferLevel, Window,
+    PushDataRepr, RnrTimeout, RxBufferLevel, Window,
 };
 
 /// Whether requests keep their RSN order (OCP Falcon 0.9 §8.4.2).
@@ -256,6 +256,27 @@ impl DeliveryConnection {
             FalconRepr::PushData(r) => (PacketKind::PushData, &r.header, r.request_length),
         };
         self.handle_transaction(now, kind, header, request_length, meta)
+    }
+
+    /// [`handle_packet`](Self::handle_packet) of a Push Data, for a caller
+    /// that parsed it as itself rather than as a [`FalconRepr`].
+    #[inline]
+    pub fn handle_push_data(
+        &mut self,
+        now: Timestamp,
+        repr: &PushDataRepr,
+        meta: RxMeta,
+    ) -> RxOutcome {
+        if self.failed.is_some() {
+            return RxOutcome::Dropped(DropReason::ConnectionNotAlive);
+        }
+        self.handle_transaction(
+            now,
+            PacketKind::PushData,
+            &repr.header,
+            repr.request_length,
+            meta,
+        )
     }
 
     /// The transaction sublayer took a delivered packet: the receiver marks

@@ -55,6 +55,23 @@ pub fn peek_packet_type(bytes: &[u8]) -> Result<PacketType, ParseError> {
     ))
 }
 
+/// The first checks of [`Repr::parse`]: 8 bytes to peek and version 1;
+/// returns the packet type, for [`Repr::parse_peeked`] or a type's own
+/// `parse_peeked`.
+///
+/// # Errors
+///
+/// [`ParseError::Truncated`] below 8 bytes, [`ParseError::BadVersion`].
+#[inline(always)]
+pub(crate) fn peek_versioned(bytes: &[u8]) -> Result<PacketType, ParseError> {
+    let packet_type = peek_packet_type(bytes)?;
+    let version = (bytes[field::VERSION] & field::VERSION_MASK) >> field::VERSION_SHIFT;
+    if version != FALCON_VERSION {
+        return Err(ParseError::BadVersion(version));
+    }
+    Ok(packet_type)
+}
+
 /// Reads the destination connection id of any Falcon header. It travels in
 /// clear (the PSP crypt offset skips the first 4 Falcon bytes), so the
 /// pipeline can find the connection before opening the packet.
@@ -89,11 +106,18 @@ impl Repr {
     // forwarding; perf annotate: ~40 % of this function's samples).
     #[inline(always)]
     pub fn parse(bytes: &[u8]) -> Result<Repr, ParseError> {
-        let packet_type = peek_packet_type(bytes)?;
-        let version = (bytes[field::VERSION] & field::VERSION_MASK) >> field::VERSION_SHIFT;
-        if version != FALCON_VERSION {
-            return Err(ParseError::BadVersion(version));
-        }
+        let packet_type = peek_versioned(bytes)?;
+        Self::parse_peeked(bytes, packet_type)
+    }
+
+    /// [`parse`](Self::parse) after [`peek_versioned`] returned
+    /// `packet_type` for `bytes`: the type's own checks.
+    ///
+    /// # Errors
+    ///
+    /// As [`parse`](Self::parse), but for the peek's.
+    #[inline(always)]
+    pub(crate) fn parse_peeked(bytes: &[u8], packet_type: PacketType) -> Result<Repr, ParseError> {
         let repr = match packet_type {
             PacketType::PullRequest => Repr::PullRequest(pull_request::Repr::parse(
                 &pull_request::Packet::new_checked(bytes)?,
@@ -302,6 +326,36 @@ mod tests {
                 prop_assert_eq!(repr.emit_within(&mut small), None);
                 prop_assert!(small.iter().all(|&b| b == 0xA5));
             }
+        }
+    }
+
+    proptest! {
+        /// The receive path's split parse (`peek_versioned`, then Push Data
+        /// by its own parser and every other type by `parse_peeked`) gives
+        /// what `parse` gives: the same packet or the same error.
+        #[test]
+        fn split_parse_agrees_with_parse(
+            mut bytes in proptest::collection::vec(any::<u8>(), 0..64),
+            push in any::<bool>(),
+            request_length in 0u8..40,
+        ) {
+            if push && bytes.len() >= 8 {
+                bytes[0] = (bytes[0] & 0x0F) | 0x10;
+                bytes[7] = (bytes[7] & 0b111_0000_1) | 0b000_0101_0;
+            }
+            if push && bytes.len() >= 28 {
+                bytes[26] = 0;
+                bytes[27] = request_length;
+            }
+            let split = peek_versioned(&bytes).and_then(|packet_type| {
+                if packet_type == PacketType::PushData {
+                    let packet = push_data::Packet::new_checked(&bytes[..])?;
+                    push_data::Repr::parse_peeked(&packet).map(Repr::PushData)
+                } else {
+                    Repr::parse_peeked(&bytes, packet_type)
+                }
+            });
+            prop_assert_eq!(split, Repr::parse(&bytes));
         }
     }
 

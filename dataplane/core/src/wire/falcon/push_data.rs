@@ -164,13 +164,14 @@ impl Repr {
         Self::parse_after_header(packet, header)
     }
 
-    /// [`parse`](Self::parse) for [`FalconRepr::parse`](super::Repr::parse),
-    /// which checked the version and the packet type already (they were
+    /// [`parse`](Self::parse) for [`FalconRepr::parse`](super::Repr::parse)
+    /// and the engine's receive path, which checked the version and the
+    /// packet type already ([`peek_versioned`](super::packet::peek_versioned); they were
     /// checked twice per received Push Data, the second time through an
     /// out-of-line `packet_type`; callgrind, push64: 3061.5 → 3050.7
     /// instructions per transaction).
     #[inline(always)]
-    pub(super) fn parse_peeked<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr, ParseError> {
+    pub(crate) fn parse_peeked<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr, ParseError> {
         packet.check_len()?;
         let header = BaseHeader::parse_peeked(packet.buffer.as_ref())?;
         Self::parse_after_header(packet, header)
