@@ -128,7 +128,11 @@ impl RxWindow {
 
     /// The sliding-window check (§9.2.2.4), setting OWN on an out-of-window
     /// drop.
-    #[inline]
+    // Always inlined, as `check_bit`: out of line, the receive path called
+    // `check_bit` and had the unused u128 bit returned through memory
+    // (callgrind, push64: 2441.6 → 2424.6 instructions per transaction;
+    // push64-psp 5196.8 → 5182.0).
+    #[inline(always)]
     pub fn check(&mut self, psn: Psn) -> WindowCheck {
         match self.check_bit(psn) {
             Ok(_) => WindowCheck::Accept,
@@ -141,7 +145,7 @@ impl RxWindow {
     /// [`acknowledge_bit`](Self::acknowledge_bit), so the transaction
     /// sublayer's admission computes the u128 bit once (callgrind, push64:
     /// 3478 → 3446 instructions per transaction).
-    #[inline]
+    #[inline(always)]
     pub fn check_bit(&mut self, psn: Psn) -> Result<u128, WindowCheck> {
         if psn.before(self.base) {
             return Err(WindowCheck::Stale);
