@@ -673,7 +673,10 @@ impl DeliveryConnection {
     /// The RBPSN/DBPSN of an incoming data packet: a cumulative ACK without
     /// timestamps. A stale one is ignored (reordering makes it common; only
     /// the ACK part is discarded, §9.2.3).
-    #[inline]
+    // Always inlined: out of line, a call and its register saves for the
+    // two compares of the usual case (callgrind, push64: 2424.6 → 2410.7
+    // instructions per transaction; push64-psp 5182.0 → 5167.9).
+    #[inline(always)]
     pub(super) fn handle_piggyback(&mut self, header: &BaseHeader) -> Result<(), DropReason> {
         // Nothing new, the usual case for a stream of requests: both bases
         // already ours. Checked here, inline, before the out-of-line
