@@ -94,7 +94,7 @@ impl Engine {
         };
         let falcon_start = falcon.start;
         let bytes: &[u8] = &frame[falcon];
-        let packet_type = peek_versioned(bytes).map_err(|e| DropReason::for_falcon(&e))?;
+        let type_code = peek_versioned(bytes).map_err(|e| DropReason::for_falcon(&e))?;
         // The CID from the frame bytes (bytes 1–3 of every Falcon header):
         // read back from the just-written repr it stalled on store
         // forwarding (perf annotate: ~20 % of this function's samples).
@@ -116,15 +116,15 @@ impl Engine {
         // delivery and payload range each matched on the type again
         // (callgrind, push64: 2517.4 → 2483.2 instructions per transaction;
         // push64-psp 5272.9 → 5227.5).
-        if packet_type == PacketType::PushData {
+        if type_code == u8::from(PacketType::PushData) {
             let packet =
                 PushDataPacket::new_checked(bytes).map_err(|e| DropReason::for_falcon(&e))?;
             let repr =
                 PushDataRepr::parse_peeked(&packet).map_err(|e| DropReason::for_falcon(&e))?;
             return self.receive_parsed(now, input, rx, repr);
         }
-        let repr =
-            FalconRepr::parse_peeked(bytes, packet_type).map_err(|e| DropReason::for_falcon(&e))?;
+        let repr = FalconRepr::parse_peeked(bytes, PacketType::from(type_code))
+            .map_err(|e| DropReason::for_falcon(&e))?;
         self.receive_parsed(now, input, rx, repr)
     }
 
