@@ -118,7 +118,7 @@ impl Repr {
         Self::parse_peeked(bytes, PacketType::from(code))
     }
 
-    /// [`parse`](Self::parse) after [`peek_versioned`] returned
+    /// [`parse`](Self::parse) after [`peek_versioned`] returned the code of
     /// `packet_type` for `bytes`: the type's own checks.
     ///
     /// # Errors

@@ -166,7 +166,7 @@ impl Repr {
 
     /// [`parse`](Self::parse) for [`FalconRepr::parse`](super::Repr::parse)
     /// and the engine's receive path, which checked the version and the
-    /// packet type already ([`peek_versioned`](super::packet::peek_versioned); they were
+    /// packet type already ([`super::packet::peek_versioned`]; they were
     /// checked twice per received Push Data, the second time through an
     /// out-of-line `packet_type`; callgrind, push64: 3061.5 → 3050.7
     /// instructions per transaction).
