@@ -104,6 +104,14 @@ pub trait Port {
     /// Returns a buffer to the pool.
     fn free(&mut self, buf: Self::Buf);
 
+    /// Returns every buffer of `bufs` to the pool, first to last, leaving
+    /// it empty: [`free`](Self::free) of each, which a port may do in bulk.
+    fn free_burst(&mut self, bufs: &mut Vec<Self::Buf>) {
+        for buf in bufs.drain(..) {
+            self.free(buf);
+        }
+    }
+
     /// Appends up to `max` received frames to `out` and returns how many.
     fn rx_burst(&mut self, now: Timestamp, out: &mut Vec<Self::Buf>, max: usize) -> usize;
 

@@ -33,7 +33,7 @@ impl Engine {
     /// [`handle_frame`](Self::handle_frame) when its buffer is a heap vector
     /// ([`PacketBuf::vec_mut`]; a large push's buffer is then exchanged for
     /// a spare, not copied), else to [`handle_packet`](Self::handle_packet),
-    /// freeing it after. `scratch` is the caller's reusable burst vector
+    /// then frees the burst. `scratch` is the caller's reusable burst vector
     /// (left empty). Returns how many frames came in.
     pub fn receive_burst<P: Port>(
         &mut self,
@@ -43,14 +43,18 @@ impl Engine {
         max: usize,
     ) -> usize {
         let n = port.rx_burst(now, scratch, max);
-        for mut frame in scratch.drain(..) {
+        // Handled where they lie and freed after the burst: drained one by
+        // one, each frame was moved out to the stack and back into the
+        // port's cache (callgrind, push64 profile: 2517.4 → 2511.9
+        // instructions per transaction; push64-psp 5272.9 → 5267.2).
+        for frame in scratch.iter_mut() {
             let len = frame.len();
             match frame.vec_mut() {
                 Some(vec) => self.handle_frame(now, vec, len),
                 None => self.handle_packet(now, frame.data_mut()),
             }
-            port.free(frame);
         }
+        port.free_burst(scratch);
         n
     }
 

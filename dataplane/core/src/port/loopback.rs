@@ -442,6 +442,10 @@ impl<P: Port> Port for FaultInjector<P> {
         self.inner.free(buf);
     }
 
+    fn free_burst(&mut self, bufs: &mut Vec<P::Buf>) {
+        self.inner.free_burst(bufs);
+    }
+
     fn rx_burst(&mut self, now: Timestamp, out: &mut Vec<P::Buf>, max: usize) -> usize {
         self.release_held(now);
         self.inner.rx_burst(now, out, max)
