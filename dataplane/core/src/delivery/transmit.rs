@@ -207,16 +207,33 @@ impl DeliveryConnection {
     /// retransmit timer.
     #[inline]
     fn send_first(&mut self, now: Timestamp, queue: Queue) -> Option<TxPacket> {
+        // One copy per queue, each with its kind a constant: the queue's
+        // `VecDeque`, the window, the ORC count and the header's packet type
+        // are then fixed, not looked up from the popped packet (callgrind,
+        // push64 profile: 2511.9 → 2489.3 instructions per transaction;
+        // push64-psp 5267.2 → 5244.7).
+        match queue {
+            Queue::PullRequests => self.send_first_of(now, Queue::PullRequests),
+            Queue::PushData => self.send_first_of(now, Queue::PushData),
+            Queue::PullData => self.send_first_of(now, Queue::PullData),
+        }
+    }
+
+    /// [`send_first`](Self::send_first) from `queue`, a constant where it
+    /// is inlined.
+    #[inline(always)]
+    fn send_first_of(&mut self, now: Timestamp, queue: Queue) -> Option<TxPacket> {
         let packet = match queue {
             Queue::PullRequests => self.queues.pull_requests.pop_front(),
             Queue::PushData => self.queues.push_data.pop_front(),
             Queue::PullData => self.queues.pull_data.pop_front(),
         }?;
         debug_assert_eq!(packet.kind, queue.kind(), "submit queues by kind");
-        let window = packet.kind.window();
+        let kind = queue.kind();
+        let window = kind.window();
         let psn = self.tx_mut(window).push_first(
             now,
-            packet.kind,
+            kind,
             packet.rsn,
             packet.request_length,
             packet.payload_len,
@@ -225,7 +242,7 @@ impl DeliveryConnection {
         self.stats.packets_sent += 1;
         self.arm_retransmit_timer(self.rto_deadline(now));
         let fields = SlotFields {
-            kind: SentKind::Transaction(packet.kind),
+            kind: SentKind::Transaction(kind),
             rsn: packet.rsn,
             request_length: packet.request_length,
             payload_len: packet.payload_len,
