@@ -802,16 +802,22 @@ impl Engine {
     /// here, its loop made every call save and restore four registers for
     /// the two EMA updates (~2 calls per transaction; callgrind, push64:
     /// 3406 → 3389 instructions per transaction).
+    ///
+    /// The samples come before the Xon check (which reads credits, never
+    /// the pools' occupancy or the buffer level), so the check is a tail
+    /// call and no register lives across it: no callee-saved register to
+    /// save and restore on every call (callgrind, push64: 2378.6 → 2373.4
+    /// instructions per transaction).
     #[inline(never)]
     fn after_occupancy_change(&mut self) {
         self.shared.occupancy_changed = false;
-        if !self.shared.xoff_waiting.is_empty() {
-            self.check_xon();
-        }
         let r = &self.shared.resources;
         let [packets, cells] = &mut self.buffer_level.pools;
         packets.update(r.used(Credit::NetReqPktRx));
         cells.update(r.used(Credit::NetReqBufRx));
+        if !self.shared.xoff_waiting.is_empty() {
+            self.check_xon();
+        }
     }
 
     #[inline(never)]
