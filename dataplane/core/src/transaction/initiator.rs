@@ -438,6 +438,39 @@ impl Initiator {
             SentKind::Transaction(PacketKind::PushData) => {
                 if slot.outcome.is_none() {
                     // §8.4.3.3: ACKed by the target (its ULP accepted it).
+                    // The usual push: its packet still held, and next to
+                    // complete. What the general path below does for it,
+                    // with the outcome known to be kCmplAck (no outcome
+                    // means not completed): not stored as PushDataAckd
+                    // then read back and tested again, its status a
+                    // constant in the statistics (callgrind, push64:
+                    // 2370.3 → 2353.9 instructions per transaction,
+                    // `on_acked_run` 189.9 → 171.8 self; push64-psp
+                    // 5121.4 → 5104.9).
+                    if slot.tx_held
+                        && (self.ordering == OrderingMode::Unordered || rsn == self.brsn)
+                    {
+                        debug_assert!(!slot.completed, "completed with no outcome");
+                        slot.tx_held = false;
+                        slot.outcome = Some((CompletionStatus::Ack, 0));
+                        complete_with(
+                            shared,
+                            connection,
+                            slot,
+                            rsn,
+                            (CompletionStatus::Ack, 0),
+                            ALL_LANES,
+                            owed,
+                        );
+                        if index == 0 {
+                            // As below.
+                            self.slots.pop_front();
+                            self.retired = rsn.next();
+                            self.brsn = rsn.next();
+                        }
+                        self.complete_ready(shared, connection, rsn, owed);
+                        return;
+                    }
                     slot.state = InitiatorState::PushDataAckd;
                     slot.outcome = Some((CompletionStatus::Ack, 0));
                 }
@@ -782,9 +815,24 @@ fn complete_slot(
     if slot.completed {
         return;
     }
-    let Some((status, ulp_nack_code)) = slot.outcome else {
+    let Some(outcome) = slot.outcome else {
         return;
     };
+    complete_with(shared, connection, slot, rsn, outcome, lanes, owed);
+}
+
+/// [`complete_slot`] of `slot`, not completed, with its `outcome` (a
+/// constant where a push completes on its ACK).
+#[inline(always)]
+fn complete_with(
+    shared: &mut Shared,
+    connection: ConnectionHandle,
+    slot: &mut Slot,
+    rsn: Rsn,
+    (status, ulp_nack_code): (CompletionStatus, u8),
+    lanes: [u32; 8],
+    owed: &mut Demand,
+) {
     slot.completed = true;
     slot.state = match slot.kind {
         TransactionKind::Pull => InitiatorState::PullDataUlpTx,
