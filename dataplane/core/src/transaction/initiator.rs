@@ -463,10 +463,28 @@ impl Initiator {
                             owed,
                         );
                         if index == 0 {
-                            // As below.
-                            self.slots.pop_front();
+                            // As below; then BRSN is at the front, and the
+                            // next slot alone says whether `complete_ready`
+                            // has anything to do (it usually has not: found
+                            // by its RSN, the slot took the whole index
+                            // computation; callgrind, push64: 2353.9 →
+                            // 2338.6 instructions per transaction,
+                            // `on_acked_run` 171.8 → 157.2 self; push64-psp
+                            // 5104.9 → 5089.7).
+                            self.slots.retire_front();
                             self.retired = rsn.next();
                             self.brsn = rsn.next();
+                            match self.slots.front() {
+                                None => return,
+                                Some(next)
+                                    if !next.completed
+                                        && (self.ordering == OrderingMode::Unordered
+                                            || next.outcome.is_none()) =>
+                                {
+                                    return
+                                }
+                                Some(_) => {}
+                            }
                         }
                         self.complete_ready(shared, connection, rsn, owed);
                         return;
