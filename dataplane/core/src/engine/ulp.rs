@@ -39,8 +39,14 @@ impl Engine {
             self.shared.stats.rejected += 1;
             return reject(RejectReason::ConnectionNotAlive, transaction.payload);
         }
-        let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
-        let rsn = initiator.submit(&mut ctx, transaction)?;
+        // The transaction sublayer's submit needs no clock.
+        let _ = now;
+        let rsn = conn.initiator.submit_with(
+            &mut self.shared,
+            &mut conn.account,
+            conn.handle,
+            transaction,
+        )?;
         self.data_ring.activate(slot);
         Ok(rsn)
     }

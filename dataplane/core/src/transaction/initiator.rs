@@ -18,7 +18,7 @@ use crate::delivery::{
 };
 use crate::drop::DropReason;
 use crate::engine::ConnectionHandle;
-use crate::resources::{Demand, ALL_LANES, RX_LANES, TX_LANES};
+use crate::resources::{Account, Demand, ALL_LANES, RX_LANES, TX_LANES};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::transaction::payload::{Payload, RxPayload};
@@ -26,7 +26,7 @@ use crate::transaction::ring::SlotRing;
 use crate::transaction::ulp::{
     Completion, CompletionStatus, RejectReason, Rejected, Transaction, TransactionKind, UlpEvent,
 };
-use crate::transaction::{decode_handle, payload_handle, Ctx, Role, Shared};
+use crate::transaction::{decode_handle, payload_handle, xoff, Ctx, Role, Shared};
 use crate::wire::{NackCode, ResyncCode};
 
 /// Initiator transaction states (OCP Falcon 0.9 §8.4.1, table p.47–48).
@@ -167,8 +167,24 @@ impl Initiator {
     /// also gets an Xoff).
     #[inline]
     pub fn submit(&mut self, ctx: &mut Ctx<'_>, transaction: Transaction) -> Result<Rsn, Rejected> {
-        let max = ctx.shared.config.max_payload;
-        let cell = ctx.shared.resources.config().cell_size;
+        self.submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
+    }
+
+    /// [`submit`](Self::submit) with the parts of the context it uses: the
+    /// engine's submit then builds no [`Ctx`] in memory for the refusal
+    /// path's Xoff alone (callgrind, push64: 2338.6 → 2331.6 instructions
+    /// per transaction, `Engine::submit` 222.3 → 215.3 self; push64-psp
+    /// 5089.7 → 5082.7).
+    #[inline]
+    pub(crate) fn submit_with(
+        &mut self,
+        shared: &mut Shared,
+        account: &mut Account,
+        connection: ConnectionHandle,
+        transaction: Transaction,
+    ) -> Result<Rsn, Rejected> {
+        let max = shared.config.max_payload;
+        let cell = shared.resources.config().cell_size;
         let too_long = match transaction.kind {
             TransactionKind::Push => transaction.payload.len() > max,
             TransactionKind::Pull => {
@@ -176,7 +192,7 @@ impl Initiator {
             }
         };
         if too_long {
-            ctx.shared.stats.rejected += 1;
+            shared.stats.rejected += 1;
             return Err(Rejected {
                 reason: RejectReason::PayloadTooLong { max },
                 payload: transaction.payload,
@@ -199,9 +215,9 @@ impl Initiator {
             TransactionKind::Push => transaction.payload.len() as u16,
             TransactionKind::Pull => transaction.request_length,
         };
-        if let Err(shortage) = ctx.shared.resources.reserve_ulp(ctx.account, &demand) {
-            ctx.shared.stats.rejected += 1;
-            ctx.xoff();
+        if let Err(shortage) = shared.resources.reserve_ulp(account, &demand) {
+            shared.stats.rejected += 1;
+            xoff(shared, account, connection);
             return Err(Rejected {
                 reason: RejectReason::NoResources(shortage),
                 payload: transaction.payload,
@@ -211,12 +227,12 @@ impl Initiator {
         self.nrsn = rsn.next();
         let state = match transaction.kind {
             TransactionKind::Push => {
-                ctx.shared.stats.pushes_submitted += 1;
+                shared.stats.pushes_submitted += 1;
                 self.queued_len[1] += 1;
                 InitiatorState::PushReqUlpRx
             }
             TransactionKind::Pull => {
-                ctx.shared.stats.pulls_submitted += 1;
+                shared.stats.pulls_submitted += 1;
                 self.queued_len[0] += 1;
                 InitiatorState::PullReqUlpRx
             }

@@ -270,16 +270,19 @@ impl Ctx<'_> {
     /// Tells the ULP to stop submitting on this connection (once), and
     /// remembers to tell it `Xon` when credits are back.
     pub(crate) fn xoff(&mut self) {
-        if self.account.xoff {
-            return;
-        }
-        self.account.xoff = true;
-        self.shared.stats.xoff += 1;
-        self.shared.xoff_waiting.push(self.connection);
-        self.shared.events.push_back(UlpEvent::Xoff {
-            connection: self.connection,
-        });
+        xoff(self.shared, self.account, self.connection);
     }
+}
+
+/// [`Ctx::xoff`] with the parts of the context it uses.
+pub(crate) fn xoff(shared: &mut Shared, account: &mut Account, connection: ConnectionHandle) {
+    if account.xoff {
+        return;
+    }
+    account.xoff = true;
+    shared.stats.xoff += 1;
+    shared.xoff_waiting.push(connection);
+    shared.events.push_back(UlpEvent::Xoff { connection });
 }
 
 /// Whose packet a [`PayloadHandle`] names: the initiator's (Pull Request,
