@@ -155,8 +155,13 @@ impl Demand {
         // One array value (ReqPktTx, ReqBufTx, ReqPktRx; `Credit::ALL`
         // order), so it can be built in a register rather than lane by lane
         // in memory (the reservation's vector loads stalled on those stores).
+        Self::push_cells(Self::cells(len, cell_size))
+    }
+
+    /// [`push`](Self::push) of a payload of `cells` cells.
+    pub const fn push_cells(cells: u32) -> Demand {
         Demand {
-            units: [1, Self::cells(len, cell_size), 1, 0, 0, 0, 0, 0],
+            units: [1, cells, 1, 0, 0, 0, 0, 0],
         }
     }
 
@@ -609,6 +614,11 @@ pub struct Resources {
     /// transaction, `Engine::submit` 244.2 → 223.2 inclusive; push64-psp
     /// 5442.4 → 5430.7).
     ulp_lanes: [u32; 8],
+    /// log2 of the cell size when it is a power of two (the usual case),
+    /// else `u32::MAX`; with `cell_mask` (cell size − 1), for
+    /// [`cells`](Self::cells).
+    cell_shift: u32,
+    cell_mask: usize,
     /// Per-function counters; empty when functions are unlimited (nothing
     /// to enforce, so nothing to count on the hot path).
     functions: Vec<CreditCounter>,
@@ -624,12 +634,21 @@ impl Resources {
             // Invariant: ≤ capacity, a u32.
             (u64::from(c) * u64::from(config.green_zone_percent) / 100) as u32
         });
+        // As `Demand::cells` takes it: a cell size of 0 counts as 1.
+        let cell = usize::from(config.cell_size.max(1));
+        let cell_shift = if cell.is_power_of_two() {
+            cell.trailing_zeros()
+        } else {
+            u32::MAX
+        };
         Resources {
             config,
             capacity,
             green,
             used: [0; 8],
             ulp_lanes: ULP_LANES,
+            cell_shift,
+            cell_mask: cell - 1,
             functions: Vec::new(),
             hosts: Vec::new(),
         }
@@ -809,6 +828,18 @@ impl Resources {
         &self.config
     }
 
+    /// [`Demand::cells`] of `len` bytes in this pool's cells, the cell
+    /// size's shift and mask worked out once, not per call (callgrind,
+    /// push64: 2331.6 → 2326.6 instructions per transaction,
+    /// `Engine::submit` 215.3 → 210.3 self; push64-psp 5082.7 → 5077.8).
+    #[inline]
+    pub fn cells(&self, len: usize) -> u32 {
+        if self.cell_shift == u32::MAX {
+            return Demand::cells(len, self.config.cell_size);
+        }
+        ((len >> self.cell_shift) + usize::from(len & self.cell_mask != 0)) as u32
+    }
+
     fn check_entities(
         &self,
         account: &Account,
@@ -920,3 +951,27 @@ const NET_CREDITS: CreditSet = CreditSet { start: 6, end: 8 };
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod cell_tests {
+    use super::*;
+
+    /// `Resources::cells` is `Demand::cells` with the pool's cell size,
+    /// power of two or not (and 0, which counts as 1).
+    #[test]
+    fn cells_match_demand_cells() {
+        for cell_size in [0, 1, 2, 3, 64, 100, 256, 1000, 4096, u16::MAX] {
+            let resources = Resources::new(ResourceConfig {
+                cell_size,
+                ..ResourceConfig::default()
+            });
+            for len in (0..5000).chain([65_535, 65_536, 1 << 20]) {
+                assert_eq!(
+                    resources.cells(len),
+                    Demand::cells(len, cell_size),
+                    "cell size {cell_size}, {len} bytes"
+                );
+            }
+        }
+    }
+}

@@ -202,7 +202,9 @@ impl Initiator {
         // the stack and copied it again (callgrind, push64 profile: 3486 →
         // 3472 instructions per transaction).
         let demand = match transaction.kind {
-            TransactionKind::Push => Demand::push(transaction.payload.len(), cell),
+            TransactionKind::Push => {
+                Demand::push_cells(shared.resources.cells(transaction.payload.len()))
+            }
             TransactionKind::Pull => Demand::pull_request(
                 transaction.payload.len(),
                 usize::from(transaction.request_length),
