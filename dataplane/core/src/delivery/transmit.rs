@@ -167,6 +167,14 @@ impl DeliveryConnection {
         };
         let requests = !self.queues.pull_requests.is_empty();
         let pushes = !self.queues.push_data.is_empty();
+        if !requests && self.queues.pull_data.is_empty() {
+            // Push Data alone (the usual initiator): no turn to take
+            // between the queues, so no round-robin choice of the result
+            // (callgrind, push64: 2315.5 → 2304.3 instructions per
+            // transaction, `Engine::poll_transmit` 388.3 → 377.1 self;
+            // push64-psp 5066.6 → 5057.5).
+            return Some(Queue::PushData).filter(|&q| pushes && ready(q));
+        }
         let initiator = match (requests, pushes) {
             (false, false) => None,
             (true, false) => Some(Queue::PullRequests).filter(|&q| ready(q)),
