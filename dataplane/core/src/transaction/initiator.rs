@@ -227,24 +227,28 @@ impl Initiator {
         }
         let rsn = self.nrsn;
         self.nrsn = rsn.next();
-        let state = match transaction.kind {
+        // Filled in place, every field (see `SlotRing`); queued for the
+        // connection scheduler by being at or after its kind's cursor
+        // (`queued`). The state and the kind stored in the kind's own arm,
+        // with its counts: a state worked out before the slot was taken
+        // was kept on the stack across the reservation (callgrind, push64:
+        // 2304.3 → 2300.3 instructions per transaction, `Engine::submit`
+        // 210.3 → 206.3 self; push64-psp 5057.5 → 5053.3).
+        let slot = self.slots.push_back();
+        match transaction.kind {
             TransactionKind::Push => {
                 shared.stats.pushes_submitted += 1;
                 self.queued_len[1] += 1;
-                InitiatorState::PushReqUlpRx
+                slot.state = InitiatorState::PushReqUlpRx;
+                slot.kind = TransactionKind::Push;
             }
             TransactionKind::Pull => {
                 shared.stats.pulls_submitted += 1;
                 self.queued_len[0] += 1;
-                InitiatorState::PullReqUlpRx
+                slot.state = InitiatorState::PullReqUlpRx;
+                slot.kind = TransactionKind::Pull;
             }
-        };
-        // Filled in place, every field (see `SlotRing`); queued for the
-        // connection scheduler by being at or after its kind's cursor
-        // (`queued`).
-        let slot = self.slots.push_back();
-        slot.state = state;
-        slot.kind = transaction.kind;
+        }
         slot.tag = transaction.tag;
         slot.request_length = request_length;
         slot.request = transaction.payload;
