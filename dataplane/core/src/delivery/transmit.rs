@@ -23,9 +23,13 @@ use crate::wire::{
 /// The three first-transmission queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Queue {
+    // Push Data first: the usual queue is then the variant tested first
+    // (zero) where `send_first` dispatches on it (callgrind, push64:
+    // 2300.3 → 2296.4 instructions per transaction, `Engine::poll_transmit`
+    // 377.1 → 373.2 self; push64-psp 5053.3 → 5049.5).
+    PushData,
     PullData,
     PullRequests,
-    PushData,
 }
 
 impl Queue {
