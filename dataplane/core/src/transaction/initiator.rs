@@ -30,26 +30,33 @@ use crate::transaction::{decode_handle, payload_handle, xoff, Ctx, Role, Shared}
 use crate::wire::{NackCode, ResyncCode};
 
 /// Initiator transaction states (OCP Falcon 0.9 §8.4.1, table p.47–48).
+///
+/// The two sent states' discriminants are those of their
+/// [`TransactionKind`]s (Pull 0, Push 1), so the state of a first
+/// transmission is its slot's kind as it is, not worked out from it
+/// (callgrind, push64: 2296.4 → 2292.3 instructions per transaction,
+/// `Engine::poll_transmit` 373.2 → 369.2 self; push64-psp 5049.5 →
+/// 5045.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InitiatorState {
     /// Pull request received from the ULP.
-    PullReqUlpRx,
+    PullReqUlpRx = 2,
     /// Pull Request packet sent to the target.
-    PullReqTx,
+    PullReqTx = 0,
     /// Pull Request packet ACKed by the target.
-    PullReqAckd,
+    PullReqAckd = 3,
     /// Pull Data packet received from the target.
-    PullDataRx,
+    PullDataRx = 4,
     /// Pull Data delivered to the ULP (the completion).
-    PullDataUlpTx,
+    PullDataUlpTx = 5,
     /// Push transaction received from the ULP.
-    PushReqUlpRx,
+    PushReqUlpRx = 6,
     /// Push Data packet sent to the target.
-    PushDataTx,
+    PushDataTx = 1,
     /// Push Data packet ACKed by the target (its ULP accepted it).
-    PushDataAckd,
+    PushDataAckd = 7,
     /// Push completion delivered to the ULP.
-    PushCplTx,
+    PushCplTx = 8,
 }
 
 /// One outstanding transaction.
