@@ -138,6 +138,13 @@ impl Payload {
         buf
     }
 
+    /// Whether it holds an allocated vector: when not, it is exactly
+    /// [`new`](Self::new) (capacity 0, so length, start and end 0).
+    #[inline(always)]
+    pub(crate) fn is_allocated(&self) -> bool {
+        self.buf.capacity() != 0
+    }
+
     /// The whole backing vector, for recycling (its length is unspecified
     /// for a copied payload; a frame-backed one keeps the frame's).
     pub fn into_buffer(self) -> Vec<u8> {

