@@ -165,7 +165,7 @@ impl RxWindow {
             let nack = is_set(self.nacked, offset).then(|| self.nacks[index(psn)]);
             return Err(WindowCheck::Duplicate(nack));
         }
-        Ok(1u128 << offset)
+        Ok(bit_at(offset))
     }
 
     /// Marks an accepted `psn` received but not acknowledged (Push Data:
@@ -316,6 +316,21 @@ fn is_set(bits: u128, offset: u32) -> bool {
     half >> (offset % 64) & 1 != 0
 }
 
+/// `1u128 << offset` (`offset` < 128) as the bit in one 64-bit half and
+/// zero in the other: the u128 shift was a funnel shift, two shifts and
+/// two selects, on every admitted packet (callgrind, push64: 2365.4 →
+/// 2360.4 instructions per transaction, `Target::on_request` 302.8 →
+/// 297.8).
+#[inline(always)]
+fn bit_at(offset: u32) -> u128 {
+    let bit = 1u64 << (offset % 64);
+    if offset < 64 {
+        u128::from(bit)
+    } else {
+        u128::from(bit) << 64
+    }
+}
+
 fn index(psn: Psn) -> usize {
     (psn.value() % DATA_WINDOW) as usize
 }
@@ -327,6 +342,13 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn bit_at_is_the_u128_shift() {
+        for offset in 0..128 {
+            assert_eq!(bit_at(offset), 1u128 << offset);
+        }
+    }
 
     #[test]
     fn push_data_holds_the_base_until_the_ulp_ack() {
