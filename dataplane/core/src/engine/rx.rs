@@ -174,9 +174,17 @@ impl Engine {
             ecn_ce: rx.ecn_ce,
             ttl: rx.ttl,
         };
-        let acks_before = conn.delivery.stats().acks_received;
+        // Push Data carries no ACK (only its BPSNs, which count none):
+        // its copy of this path reads and compares no ACK count
+        // (callgrind, push64: 2360.4 → 2357.2 instructions per
+        // transaction, `handle_frame` 344.5 → 341.5).
+        let acks_before = if R::MAY_ACK {
+            conn.delivery.stats().acks_received
+        } else {
+            0
+        };
         let outcome = repr.handle(&mut conn.delivery, now, meta);
-        if conn.delivery.stats().acks_received > acks_before {
+        if R::MAY_ACK && conn.delivery.stats().acks_received > acks_before {
             if let Some(rtt) = conn.delivery.rtt().latest {
                 self.stats.record_rtt(rtt);
             }
@@ -403,6 +411,9 @@ struct RxFields {
 /// A parsed Falcon packet as `receive_parsed` uses it: any type as a
 /// [`FalconRepr`], or Push Data as itself.
 trait RxRepr {
+    /// Whether handling it may count a received ACK or NACK (`false`
+    /// only when it never does).
+    const MAY_ACK: bool;
     /// The Destination Function of a packet with a base header (OCP Falcon
     /// 0.9 §7.2); ACKs and NACKs carry none.
     fn destination_function(&self) -> Option<DestinationFunction>;
@@ -413,6 +424,8 @@ trait RxRepr {
 }
 
 impl RxRepr for FalconRepr {
+    const MAY_ACK: bool = true;
+
     #[inline(always)]
     fn destination_function(&self) -> Option<DestinationFunction> {
         match self {
@@ -436,6 +449,9 @@ impl RxRepr for FalconRepr {
 }
 
 impl RxRepr for PushDataRepr {
+    /// [`DeliveryConnection::handle_push_data`] counts no ACK.
+    const MAY_ACK: bool = false;
+
     #[inline(always)]
     fn destination_function(&self) -> Option<DestinationFunction> {
         Some(self.header.destination_function)
