@@ -59,10 +59,15 @@ impl Engine {
     #[inline(always)]
     fn handle_input<F: RxFrame>(&mut self, now: Timestamp, frame: F) {
         self.stats.rx_frames += 1;
-        self.stats.rx_bytes += frame.len() as u64;
+        let len = frame.len() as u64;
         if let Err(reason) = self.receive(now, frame) {
             self.shared.drops.record(reason);
         }
+        // Counted a block apart from `rx_frames`: side by side, the two
+        // adjacent counters were added as one vector, as `tx_bytes` were
+        // (callgrind, push64: 2269.5 → 2265.6 instructions per transaction;
+        // push64-psp 5022.7 → 5022.9).
+        self.stats.rx_bytes += len;
         self.finish(now);
     }
 
