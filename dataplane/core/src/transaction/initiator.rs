@@ -467,20 +467,16 @@ impl Initiator {
             SentKind::Transaction(PacketKind::PushData) => {
                 if slot.outcome.is_none() {
                     // §8.4.3.3: ACKed by the target (its ULP accepted it).
-                    // The usual push: its packet still held, and next to
-                    // complete. What the general path below does for it,
-                    // with the outcome known to be kCmplAck (no outcome
-                    // means not completed): not stored as PushDataAckd
-                    // then read back and tested again, its status a
-                    // constant in the statistics (callgrind, push64:
-                    // 2370.3 → 2353.9 instructions per transaction,
-                    // `on_acked_run` 189.9 → 171.8 self; push64-psp
-                    // 5121.4 → 5104.9).
-                    // A push (as a Push Data's slot always is), so its kind
-                    // and its request's return are constants too, not read
-                    // back after the stores (callgrind, push64: 2326.6 →
-                    // 2315.5 instructions per transaction, `on_acked_run`
-                    // 157.2 → 146.3 self; push64-psp 5077.8 → 5066.6).
+                    // The usual push (its packet still held, next to
+                    // complete) takes the general path's `completes_now`
+                    // branch below with everything it tests known here: the
+                    // outcome kCmplAck (no outcome means not completed), the
+                    // kind Push (as a Push Data's slot always is), the
+                    // request handed back. As constants they are neither
+                    // stored as PushDataAckd nor read back after the stores
+                    // (callgrind, push64: 2370.3 → 2353.9 and 2326.6 →
+                    // 2315.5 instructions per transaction; push64-psp
+                    // 5121.4 → 5104.9 and 5077.8 → 5066.6).
                     if slot.tx_held
                         && slot.kind == TransactionKind::Push
                         && (self.ordering == OrderingMode::Unordered || rsn == self.brsn)
@@ -500,17 +496,14 @@ impl Initiator {
                             owed,
                         );
                         if index == 0 {
-                            // As below; then BRSN is at the front, and the
-                            // next slot alone says whether `complete_ready`
-                            // has anything to do (it usually has not: found
-                            // by its RSN, the slot took the whole index
-                            // computation; callgrind, push64: 2353.9 →
-                            // 2338.6 instructions per transaction,
-                            // `on_acked_run` 171.8 → 157.2 self; push64-psp
-                            // 5104.9 → 5089.7).
-                            self.slots.retire_front();
-                            self.retired = rsn.next();
-                            self.brsn = rsn.next();
+                            // Retired at once, as below; then BRSN is at the
+                            // front, and the next slot alone says whether
+                            // `complete_ready` has anything to do (it usually
+                            // has not: found by its RSN, the slot took the
+                            // whole index computation; callgrind, push64:
+                            // 2353.9 → 2338.6 instructions per transaction;
+                            // push64-psp 5104.9 → 5089.7).
+                            self.retire_finished_front(rsn);
                             match self.slots.front() {
                                 None => return,
                                 Some(next)
@@ -565,9 +558,7 @@ impl Initiator {
                     // again (callgrind, push64: 2640.4 → 2621.6 instructions
                     // per transaction, `on_acked_run` 214.0 → 195.3
                     // inclusive; push64-psp 5419.4 → 5400.8).
-                    self.slots.pop_front();
-                    self.retired = rsn.next();
-                    self.brsn = rsn.next();
+                    self.retire_finished_front(rsn);
                 }
             } else {
                 owed.add_lanes(&slot.demand, TX_LANES);
@@ -846,6 +837,17 @@ impl Initiator {
     ) {
         let rsn = self.retired.wrapping_add(index as u32);
         complete_slot(shared, connection, &mut self.slots[index], rsn, lanes, owed);
+    }
+
+    /// Retires the front slot, `rsn`, just completed with its packet out
+    /// of the retransmit buffer (the completion took its request and
+    /// data); BRSN, which is `rsn` at the front, moves past it as
+    /// `complete_ready` would first.
+    #[inline(always)]
+    fn retire_finished_front(&mut self, rsn: Rsn) {
+        self.slots.retire_front();
+        self.retired = rsn.next();
+        self.brsn = rsn.next();
     }
 
     fn index(&self, rsn: Rsn) -> Option<usize> {
