@@ -22,9 +22,12 @@ impl Engine {
     ///
     /// [`Rejected`] with the payload: unknown or dead connection, too long
     /// for one packet, out of credits (then also an [`UlpEvent::Xoff`](crate::transaction::UlpEvent::Xoff)).
+    ///
+    /// The time is taken as by every ULP command, but submitting reads no
+    /// clock: the packet is stamped when it is sent.
     pub fn submit(
         &mut self,
-        now: Timestamp,
+        _now: Timestamp,
         connection: ConnectionHandle,
         transaction: Transaction,
     ) -> Result<Rsn, Rejected> {
@@ -39,8 +42,6 @@ impl Engine {
             self.shared.stats.rejected += 1;
             return reject(RejectReason::ConnectionNotAlive, transaction.payload);
         }
-        // The transaction sublayer's submit needs no clock.
-        let _ = now;
         let rsn = conn.initiator.submit_with(
             &mut self.shared,
             &mut conn.account,

@@ -288,3 +288,22 @@ proptest! {
         }
     }
 }
+
+/// `Resources::cells` is `Demand::cells` with the pool's cell size,
+/// power of two or not (and 0, which counts as 1).
+#[test]
+fn cells_match_demand_cells() {
+    for cell_size in [0, 1, 2, 3, 64, 100, 256, 1000, 4096, u16::MAX] {
+        let resources = Resources::new(ResourceConfig {
+            cell_size,
+            ..ResourceConfig::default()
+        });
+        for len in (0..5000).chain([65_535, 65_536, 1 << 20]) {
+            assert_eq!(
+                resources.cells(len),
+                Demand::cells(len, cell_size),
+                "cell size {cell_size}, {len} bytes"
+            );
+        }
+    }
+}
