@@ -272,6 +272,7 @@ mod tests {
         fn ring_bitmap_matches_btreeset(
             start in prop_oneof![Just(u32::MAX - 300), any::<u32>()],
             ops in proptest::collection::vec(op(), 1..200),
+            grow_len in 0u32..=256,
         ) {
             const WINDOW: u32 = 256;
             let mut bitmap = RingBitmap::new(WINDOW);
@@ -306,6 +307,15 @@ mod tests {
                     let absolute = base + u64::from(offset);
                     prop_assert_eq!(bitmap.get(psn(absolute)), oracle.contains(&absolute));
                 }
+            }
+            // Grown to twice the window, it holds the bits of
+            // `[base, base + grow_len)` at their PSNs and nothing else.
+            let grown = bitmap.resized(2 * WINDOW, psn(base), grow_len);
+            prop_assert_eq!(grown.capacity(), 2 * WINDOW);
+            let kept: Vec<u64> = oracle.range(base..base + u64::from(grow_len)).copied().collect();
+            prop_assert_eq!(grown.count_ones(psn(base), 2 * WINDOW), kept.len() as u32);
+            for absolute in kept {
+                prop_assert!(grown.get(psn(absolute)));
             }
         }
     }
