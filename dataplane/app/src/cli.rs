@@ -253,6 +253,12 @@ pub struct BenchCoreArgs {
     /// at once than its window holds: out-of-window drops, retransmitted.
     #[arg(long, default_value_t = Shape::DEFAULT.burst as u32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub burst: u32,
+    /// Frames an engine builds per transmit burst, reading the clock before
+    /// each: every frame of a burst carries that time as its t1, so a
+    /// frame's wait for the rest of its burst counts in the RTT the
+    /// sender's Swift measures.
+    #[arg(long, default_value_t = Shape::DEFAULT.tx_burst as u32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub tx_burst: u32,
     /// Free buffers each loopback end caches and trades with the shared
     /// pool at a time (DPDK's mempool cache): with `--depth` it sets how
     /// many frame buffers circulate, so the loops' memory footprint.
@@ -264,11 +270,13 @@ pub struct BenchCoreArgs {
 }
 
 impl BenchCoreArgs {
-    /// The engine loops' shape from `--depth`, `--burst`, `--cache-batch`.
+    /// The engine loops' shape from `--depth`, `--burst`, `--tx-burst`,
+    /// `--cache-batch`.
     pub fn shape(&self) -> Shape {
         Shape {
             depth: self.depth as usize,
             burst: self.burst as usize,
+            tx_burst: self.tx_burst as usize,
             cache_batch: self.cache_batch as usize,
         }
     }

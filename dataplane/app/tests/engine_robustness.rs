@@ -178,7 +178,7 @@ fn run_traffic(
                     UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                 }
             }
-            engine.transmit_burst(now, port, &mut tx);
+            engine.transmit_burst(now, port, &mut tx, usize::MAX);
         }
         now = now + Duration::from_micros(50);
     }

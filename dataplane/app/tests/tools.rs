@@ -520,11 +520,20 @@ fn bench_core_profile_runs_exactly_the_transactions_asked() {
 #[test]
 fn bench_core_loops_take_their_shape_from_the_command_line() {
     let run = |profile: &str, transactions: &str| {
-        let shape = ["--depth", "8", "--burst", "4", "--cache-batch", "2"];
+        let shape = [
+            "--depth",
+            "8",
+            "--burst",
+            "4",
+            "--tx-burst",
+            "3",
+            "--cache-batch",
+            "2",
+        ];
         let v = profile_run(profile, transactions, &shape);
         assert_eq!(
             v["shape"],
-            serde_json::json!({"depth": 8, "burst": 4, "cache_batch": 2}),
+            serde_json::json!({"depth": 8, "burst": 4, "tx_burst": 3, "cache_batch": 2}),
             "{v}"
         );
         v
@@ -538,7 +547,7 @@ fn bench_core_loops_take_their_shape_from_the_command_line() {
     // whole rounds of eight.
     let v = run("floor4k", "3001");
     assert_eq!(v["transactions"].as_u64(), Some(3008), "{v}");
-    for flag in ["--depth", "--burst", "--cache-batch"] {
+    for flag in ["--depth", "--burst", "--tx-burst", "--cache-batch"] {
         for value in ["0", "1025"] {
             let o = falcon(&["bench", "core", "--seconds", "0.1", flag, value]);
             assert_eq!(o.status.code(), Some(2), "{flag} {value}");
@@ -577,7 +586,7 @@ fn bench_core_reports_engine_figures_against_crypto() {
     // How the loops ran: the defaults.
     assert_eq!(
         v["shape"],
-        serde_json::json!({"depth": 64, "burst": 32, "cache_batch": 32}),
+        serde_json::json!({"depth": 64, "burst": 32, "tx_burst": 8, "cache_batch": 32}),
         "{v}"
     );
     // Each engine loop's turns, ACKs and Swift view: measured, not absent.

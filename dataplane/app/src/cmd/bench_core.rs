@@ -359,6 +359,7 @@ mod tests {
             transactions: 1,
             depth: DEFAULT.depth as u32,
             burst: DEFAULT.burst as u32,
+            tx_burst: DEFAULT.tx_burst as u32,
             cache_batch: DEFAULT.cache_batch as u32,
         };
         let report = run(&args).unwrap();
@@ -381,6 +382,7 @@ mod tests {
             transactions: 1,
             depth: DEFAULT.depth as u32,
             burst: DEFAULT.burst as u32,
+            tx_burst: DEFAULT.tx_burst as u32,
             cache_batch: DEFAULT.cache_batch as u32,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));
@@ -392,6 +394,7 @@ mod tests {
             transactions: 1,
             depth: DEFAULT.depth as u32,
             burst: DEFAULT.burst as u32,
+            tx_burst: DEFAULT.tx_burst as u32,
             cache_batch: DEFAULT.cache_batch as u32,
         };
         assert!(matches!(run(&bad), Err(AppError::Usage(_))));

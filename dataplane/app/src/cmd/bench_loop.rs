@@ -76,7 +76,7 @@ use crate::error::{AppError, Result};
 /// Push Data header bytes in front of the payload (OCP Falcon 0.9 §7.5).
 const PUSH_HEADER: usize = 28;
 /// How the four engine loops run (`bench core --depth`, `--burst`,
-/// `--cache-batch`), reported with their figures.
+/// `--tx-burst`, `--cache-batch`), reported with their figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Shape {
     /// Push transactions the initiator ULP keeps outstanding; also the
@@ -85,18 +85,24 @@ pub struct Shape {
     pub depth: usize,
     /// Frames each engine takes from its port per receive burst.
     pub burst: usize,
+    /// Frames each engine builds per transmit burst, the clock read before
+    /// each (`Engine::transmit_burst`).
+    pub tx_burst: usize,
     /// The loopback's per-end buffer cache batch
     /// (`LoopbackConfig::cache_batch`).
     pub cache_batch: usize,
 }
 
 impl Shape {
-    /// `bench core`'s defaults: 64 outstanding, bursts of 32, the loopback's
-    /// default cache batch. Every figure in `PERFORMANCE.md` and the README
-    /// not marked otherwise is of this shape.
+    /// `bench core`'s defaults: 64 outstanding, receive bursts of 32,
+    /// transmit bursts of 8, the loopback's default cache batch. Every
+    /// figure in `PERFORMANCE.md` and the README not marked otherwise is of
+    /// this shape; those before "Transmit bursts of a bounded length" were
+    /// measured with transmit bursts of unbounded length.
     pub const DEFAULT: Shape = Shape {
         depth: 64,
         burst: 32,
+        tx_burst: 8,
         cache_batch: LoopbackConfig::DEFAULT_CACHE_BATCH,
     };
 }
@@ -202,11 +208,12 @@ pub struct Loops {
     pub loop4k_psp: LoopRun,
 }
 
-/// How one engine loop ran. The loop's own RTT includes the sender sealing
-/// the rest of its burst (both ends share the core), so Swift may hold the
-/// PSP loops' fcwnd below the 64 outstanding transactions, and the loop
-/// then needs more turns, each with one ACK, per transaction
-/// (`dataplane/app/PERFORMANCE.md`).
+/// How one engine loop ran. A frame's t1 is the time read before its
+/// transmit burst, so the rest of the burst's building counts in the RTT
+/// the initiator's Swift measures (both ends share the core). With long
+/// bursts (`--tx-burst`) Swift may then hold the PSP loops' fcwnd below the
+/// outstanding transactions, and the loop needs more turns, each with one
+/// ACK, per transaction (`dataplane/app/PERFORMANCE.md`).
 #[derive(Debug, Serialize, Default)]
 pub struct LoopRun {
     /// Loop turns per completed transaction in the measured slices
@@ -538,7 +545,12 @@ impl EngineLoop {
             rates,
         } = self;
         let size = *size;
-        let Shape { depth, burst, .. } = *shape;
+        let Shape {
+            depth,
+            burst,
+            tx_burst,
+            ..
+        } = *shape;
         let start = Instant::now();
         let mut completed = 0u64;
         let mut turns = 0u64;
@@ -640,10 +652,17 @@ impl EngineLoop {
                         UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                     }
                 }
-                if let Until::Elapsed(_) = until {
-                    now = Self::clock(*ran + start.elapsed());
+                // Bursts of `burst` frames, the clock read before each
+                // (timed runs): a frame's t1 is then at most one burst's
+                // building time before it leaves (`Engine::transmit_burst`).
+                loop {
+                    if let Until::Elapsed(_) = until {
+                        now = Self::clock(*ran + start.elapsed());
+                    }
+                    if engine.transmit_burst(now, port, tx, tx_burst) < tx_burst {
+                        break;
+                    }
                 }
-                engine.transmit_burst(now, port, tx);
             }
         }
     }
@@ -806,7 +825,7 @@ pub fn print_profile(r: &ProfileReport) {
             1e3 / r.mops.max(f64::MIN_POSITIVE)
         ),
         _ => println!(
-            "{name}: {} transactions in {:.3} s, {:.3} Mops ({} retransmissions, {} drops; {} outstanding, bursts of {}, cache batch {})",
+            "{name}: {} transactions in {:.3} s, {:.3} Mops ({} retransmissions, {} drops; {} outstanding, receive bursts of {}, transmit bursts of {}, cache batch {})",
             r.transactions,
             r.seconds,
             r.mops,
@@ -814,6 +833,7 @@ pub fn print_profile(r: &ProfileReport) {
             r.drops,
             r.shape.depth,
             r.shape.burst,
+            r.shape.tx_burst,
             r.shape.cache_batch
         ),
     }
@@ -947,8 +967,8 @@ pub fn print_text(r: &LoopReport) {
         r.aes_gcm_path, r.build
     );
     println!(
-        "  {} outstanding, receive bursts of {}, loopback cache batch {} (--depth, --burst, --cache-batch)",
-        r.shape.depth, r.shape.burst, r.shape.cache_batch
+        "  {} outstanding, receive bursts of {}, transmit bursts of {}, loopback cache batch {} (--depth, --burst, --tx-burst, --cache-batch)",
+        r.shape.depth, r.shape.burst, r.shape.tx_burst, r.shape.cache_batch
     );
     println!("  push64        {:8.3} Mops  (no PSP)", r.push64_mops);
     println!(

@@ -58,17 +58,38 @@ impl Engine {
         n
     }
 
-    /// Builds every frame [`poll_transmit`](Self::poll_transmit) has into
-    /// buffers of `port` and sends them in one burst. Frames the port had
-    /// no room for stay in `staging` (the caller's reusable vector) for the
-    /// next call. Returns how many frames the port took.
+    /// Builds up to `max` of the frames [`poll_transmit`](Self::poll_transmit)
+    /// has into buffers of `port` and sends them in one burst. Frames the
+    /// port had no room for stay in `staging` (the caller's reusable vector)
+    /// for the next call. Returns how many frames the port took: fewer than
+    /// `max` when the engine had no more to send (or the port was full), so
+    /// a caller with more time sends again, reading its clock first.
+    ///
+    /// # Why the burst is bounded
+    ///
+    /// Every frame of a burst is stamped with `now`: its t1, the PSP IV's
+    /// transmit time (DESIGN §4), which the peer's ACK echoes for the
+    /// latest packet it took in. A frame leaves only when the whole burst
+    /// is built, so a burst's building time counts in the RTT the sender's
+    /// Swift measures, as fabric delay (OCP Falcon 0.9 §10.5: fabric delay
+    /// = (t4 − t1) − (t3 − t2)). Unbounded, a 4 KiB PSP burst was as long
+    /// as the window let it be: 30–64 frames sealed in ~25–50 µs, and the
+    /// `bench core` loop's Swift saw 50–55 µs of RTT on a loopback of zero
+    /// delay and held fcwnd below the loop's 64 outstanding. Bursts of
+    /// `max`, the clock read again between them, keep a frame's wait to its
+    /// own burst (`dataplane/app/PERFORMANCE.md`, "Transmit bursts of a
+    /// bounded length").
     pub fn transmit_burst<P: Port>(
         &mut self,
         now: Timestamp,
         port: &mut P,
         staging: &mut Vec<P::Buf>,
+        max: usize,
     ) -> usize {
-        while let Some(mut buf) = port.alloc() {
+        while staging.len() < max {
+            let Some(mut buf) = port.alloc() else {
+                break;
+            };
             let Some(len) = self.poll_transmit(now, buf.buffer_mut()) else {
                 port.free(buf);
                 break;

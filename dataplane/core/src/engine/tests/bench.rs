@@ -98,7 +98,7 @@ fn run(psp: bool, size: usize, transactions: u64) -> (f64, f64) {
                 }
             }
             lap(side * 3 + 1, &mut phase);
-            engine.transmit_burst(now, port, &mut tx);
+            engine.transmit_burst(now, port, &mut tx, usize::MAX);
             lap(side * 3 + 2, &mut phase);
         }
     }

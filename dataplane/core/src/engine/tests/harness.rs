@@ -459,7 +459,7 @@ impl Pair {
         // Frames out.
         let node = &mut self.nodes[side];
         node.engine
-            .transmit_burst(now, &mut node.port, &mut node.tx);
+            .transmit_burst(now, &mut node.port, &mut node.tx, usize::MAX);
         assert!(node.tx.is_empty(), "loopback line full");
     }
 

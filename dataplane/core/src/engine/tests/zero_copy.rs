@@ -241,7 +241,7 @@ fn pushes(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
                 t.a.recycle(c.request);
             }
         }
-        t.a.transmit_burst(now, &mut t.pa, &mut t.tx);
+        t.a.transmit_burst(now, &mut t.pa, &mut t.tx, usize::MAX);
 
         receive.run(&mut t.b, &mut t.pb, &mut t.rx, now);
         t.b.handle_timeout(now);
@@ -262,7 +262,7 @@ fn pushes(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
                 allocated_warm = Some(t.b.allocated_buffers());
             }
         }
-        t.b.transmit_burst(now, &mut t.pb, &mut t.tx);
+        t.b.transmit_burst(now, &mut t.pb, &mut t.tx, usize::MAX);
         assert!(t.tx.is_empty(), "loopback line full");
     }
     t.finish(true, delivered, allocated_warm)
@@ -464,7 +464,7 @@ fn pulls(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
             t.a.recycle(c.data);
             t.a.recycle(c.request);
         }
-        t.a.transmit_burst(now, &mut t.pa, &mut t.tx);
+        t.a.transmit_burst(now, &mut t.pa, &mut t.tx, usize::MAX);
 
         t.b.receive_burst(now, &mut t.pb, &mut t.rx, 64);
         t.b.handle_timeout(now);
@@ -483,7 +483,7 @@ fn pulls(sizes: &[usize], n: u64, receive: Receive) -> Outcome {
                 deferred.push((rsn, rejected.payload));
             }
         }
-        t.b.transmit_burst(now, &mut t.pb, &mut t.tx);
+        t.b.transmit_burst(now, &mut t.pb, &mut t.tx, usize::MAX);
         assert!(t.tx.is_empty(), "loopback line full");
     }
     t.finish(false, completed, allocated_warm)
