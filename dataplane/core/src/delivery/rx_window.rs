@@ -452,6 +452,7 @@ mod tests {
         Acknowledge(u32),
         UlpAck(u32),
         Unreceive(u32),
+        Nack(u32, u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -462,13 +463,15 @@ mod tests {
             // Mostly at the base: the in-order ULP ACK.
             (0u32..2).prop_map(Op::UlpAck),
             (0u32..140).prop_map(Op::Unreceive),
+            (0u32..140, any::<u8>()).prop_map(|(o, code)| Op::Nack(o, code)),
         ]
     }
 
     proptest! {
         /// Receiver windows of both sizes against BTreeSet oracles of
         /// received and acknowledged absolute PSNs, across 2^32: the
-        /// acceptance check, BPSN advance, and the wire bitmaps.
+        /// acceptance check (with the NACK a duplicate answers with), BPSN
+        /// advance, the wire bitmaps, what awaits the ULP, and quiet.
         #[test]
         fn rx_window_matches_btreeset(
             start in prop_oneof![Just(u32::MAX - 100), any::<u32>()],
@@ -482,18 +485,23 @@ mod tests {
             let mut acked = BTreeSet::<u64>::new();
             // Received with AR and not yet acknowledged.
             let mut requests = BTreeSet::<u64>::new();
+            // NACKs recorded, by absolute PSN, until acknowledged or
+            // unreceived.
+            let mut nacks = std::collections::BTreeMap::<u64, NackRecord>::new();
             let mut base = u64::from(start);
             let psn = |absolute: u64| Psn::new(absolute as u32);
             for op in ops {
                 let (offset, absolute) = match op {
-                    Op::Receive(o, _) | Op::Acknowledge(o) | Op::UlpAck(o) | Op::Unreceive(o) => {
-                        (o, base + u64::from(o))
-                    }
+                    Op::Receive(o, _)
+                    | Op::Acknowledge(o)
+                    | Op::UlpAck(o)
+                    | Op::Unreceive(o)
+                    | Op::Nack(o, _) => (o, base + u64::from(o)),
                 };
                 let expected = if offset >= size {
                     WindowCheck::OutOfWindow
                 } else if received.contains(&absolute) || acked.contains(&absolute) {
-                    WindowCheck::Duplicate(None)
+                    WindowCheck::Duplicate(nacks.get(&absolute).copied())
                 } else {
                     WindowCheck::Accept
                 };
@@ -502,9 +510,14 @@ mod tests {
                 if offset >= size {
                     prop_assert!(window.own());
                     window.clear_own();
+                    // Out of the window: nothing to answer or forget.
+                    prop_assert_eq!(window.acknowledge_ulp(psn(absolute)), None);
+                    prop_assert!(!window.unreceive(psn(absolute)));
+                    prop_assert!(!window.awaits_ulp(psn(absolute)));
                     continue;
                 }
                 let awaiting = received.contains(&absolute) && !acked.contains(&absolute);
+                prop_assert_eq!(window.awaits_ulp(psn(absolute)), awaiting);
                 match op {
                     Op::Receive(_, ar) => {
                         window.receive(psn(absolute), ar);
@@ -516,6 +529,7 @@ mod tests {
                     Op::Acknowledge(_) => {
                         let ar = requests.remove(&absolute);
                         prop_assert_eq!(window.acknowledge(psn(absolute)).map(|(ar, _)| ar), Some(ar));
+                        nacks.remove(&absolute);
                         received.insert(absolute);
                         acked.insert(absolute);
                         while acked.contains(&base) {
@@ -526,6 +540,7 @@ mod tests {
                         let expected = awaiting.then(|| requests.remove(&absolute));
                         prop_assert_eq!(window.acknowledge_ulp(psn(absolute)), expected);
                         if awaiting {
+                            nacks.remove(&absolute);
                             acked.insert(absolute);
                             while acked.contains(&base) {
                                 base += 1;
@@ -537,9 +552,20 @@ mod tests {
                         if awaiting {
                             received.remove(&absolute);
                             requests.remove(&absolute);
+                            nacks.remove(&absolute);
                         }
                     }
+                    Op::Nack(_, ulp_nack_code) => {
+                        let record = NackRecord {
+                            code: NackCode::UlpCompletionInError,
+                            ulp_nack_code,
+                            rnr_timeout: RnrTimeout::LONGEST,
+                        };
+                        window.record_nack(psn(absolute), record);
+                        nacks.insert(absolute, record);
+                    }
                 }
+                nacks.retain(|&p, _| p >= base);
                 prop_assert_eq!(window.base(), psn(base));
                 let bits = |set: &BTreeSet<u64>| {
                     set.range(base..base + u64::from(size)).fold(0u128, |b, &p| b | 1 << (p - base))
@@ -547,6 +573,10 @@ mod tests {
                 prop_assert_eq!(window.ack_bitmap(), bits(&acked));
                 prop_assert_eq!(window.rx_bitmap(), bits(&received));
                 prop_assert_eq!(window.ack_bitmap() & 1, 0, "bit 0 of the ack bitmap is always 0");
+                prop_assert_eq!(
+                    window.is_quiet(),
+                    bits(&acked) == 0 && bits(&received) == 0 && !window.own()
+                );
             }
         }
     }
