@@ -207,11 +207,6 @@ impl TxWindow {
         self.contains(psn) && !self.acked.get(psn)
     }
 
-    /// The TX ack bit of `psn` (false outside the window).
-    pub fn is_acked(&self, psn: Psn) -> bool {
-        self.contains(psn) && self.acked.get(psn)
-    }
-
     /// The slot of an outstanding `psn`.
     pub fn slot(&self, psn: Psn) -> Option<&SentPacket> {
         if !self.is_outstanding(psn) {
@@ -579,6 +574,7 @@ mod tests {
         Ack(u32),
         Advance(u32),
         Mark(u32),
+        Unmark(u32),
         Resend,
     }
 
@@ -588,6 +584,7 @@ mod tests {
             2 => (0u32..110).prop_map(Op::Ack),
             1 => (0u32..110).prop_map(Op::Advance),
             2 => (0u32..110).prop_map(Op::Mark),
+            1 => (0u32..110).prop_map(Op::Unmark),
             1 => Just(Op::Resend),
         ]
     }
@@ -602,8 +599,9 @@ mod tests {
 
     proptest! {
         /// The TX window against a BTreeMap model: PSNs assigned in order,
-        /// selective and cumulative ACKs, retransmission marks, the ORC and
-        /// ORRC counters, across 2^32.
+        /// selective and cumulative ACKs, retransmission marks (set, and
+        /// taken back by an RNR NACK), the ORC and ORRC counters, across
+        /// 2^32.
         #[test]
         fn tx_window_matches_btreemap(
             start in prop_oneof![Just(u32::MAX - 40), any::<u32>()],
@@ -649,6 +647,18 @@ mod tests {
                             _ => false,
                         };
                         prop_assert_eq!(window.mark_retransmit(psn(absolute), Retransmission::Early), newly);
+                    }
+                    Op::Unmark(offset) => {
+                        // An RNR NACK defers a marked packet: it stays
+                        // outstanding, no longer marked.
+                        let absolute = model.base + u64::from(offset);
+                        let marked = model.outstanding.get(&absolute).is_some_and(|e| e.2);
+                        prop_assert_eq!(window.is_marked(psn(absolute)), marked);
+                        window.unmark_retransmit(psn(absolute));
+                        if let Some(entry) = model.outstanding.get_mut(&absolute) {
+                            entry.2 = false;
+                        }
+                        prop_assert!(!window.is_marked(psn(absolute)));
                     }
                     Op::Resend => {
                         let expected = model.outstanding.iter().find(|(_, e)| e.2).map(|(&p, _)| p);
