@@ -545,12 +545,7 @@ impl EngineLoop {
             rates,
         } = self;
         let size = *size;
-        let Shape {
-            depth,
-            burst,
-            tx_burst,
-            ..
-        } = *shape;
+        let Shape { depth, burst, .. } = *shape;
         let start = Instant::now();
         let mut completed = 0u64;
         let mut turns = 0u64;
@@ -652,20 +647,30 @@ impl EngineLoop {
                         UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                     }
                 }
-                // Bursts of `burst` frames, the clock read before each
-                // (timed runs): a frame's t1 is then at most one burst's
-                // building time before it leaves (`Engine::transmit_burst`).
-                loop {
-                    if let Until::Elapsed(_) = until {
-                        now = Self::clock(*ran + start.elapsed());
-                    }
-                    if engine.transmit_burst(now, port, tx, tx_burst) < tx_burst {
-                        break;
-                    }
+                let tx_burst = shape.tx_burst;
+                match until {
+                    Until::Elapsed(_) => transmit(engine, port, tx, tx_burst, || {
+                        Self::clock(*ran + start.elapsed())
+                    }),
+                    Until::Completed(_) => transmit(engine, port, tx, tx_burst, move || now),
                 }
             }
         }
     }
+}
+
+/// One engine's transmit in a loop turn: bursts of `tx_burst` frames, the
+/// clock read before each, so that a frame's t1 is at most one burst's
+/// building time before it leaves (`Engine::transmit_burst`), until a burst
+/// comes back short.
+fn transmit(
+    engine: &mut Engine,
+    port: &mut LoopbackPort,
+    tx: &mut Vec<FrameBuf>,
+    tx_burst: usize,
+    mut clock: impl FnMut() -> Timestamp,
+) {
+    while engine.transmit_burst(clock(), port, tx, tx_burst) == tx_burst {}
 }
 
 /// One engine loop of `bench core` on its own.

@@ -71,7 +71,10 @@ fn rotation_interval(
 const BURST: usize = 32;
 /// Frames per transmit burst (`Engine::transmit_burst`), the clock read
 /// before each: at 4 KiB with PSP a frame takes ~0.8 µs to build here, so
-/// a burst of 8 keeps the last frame's t1 within ~6 µs of its departure.
+/// a burst of 8 keeps the last frame's t1 within ~6 µs of its departure
+/// (`bench core --tx-burst`, the same; measured against 16 and unbounded
+/// in `dataplane/app/PERFORMANCE.md`, "Transmit bursts of a bounded
+/// length").
 const TX_BURST: usize = 8;
 /// The ULP header: the transaction's tag.
 const TAG_LEN: usize = 8;

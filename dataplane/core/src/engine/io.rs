@@ -97,6 +97,10 @@ impl Engine {
             buf.set_len(len);
             staging.push(buf);
         }
+        if staging.is_empty() {
+            // The call that finds nothing more to send: no port call.
+            return 0;
+        }
         port.tx_burst(now, staging)
     }
 }
