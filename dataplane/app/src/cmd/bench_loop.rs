@@ -647,30 +647,22 @@ impl EngineLoop {
                         UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                     }
                 }
+                // Bursts of `tx_burst`, the clock read before each (timed
+                // runs): a frame's t1 is then at most one burst's building
+                // time before it leaves (`Engine::transmit_burst`).
                 let tx_burst = shape.tx_burst;
                 match until {
-                    Until::Elapsed(_) => transmit(engine, port, tx, tx_burst, || {
-                        Self::clock(*ran + start.elapsed())
-                    }),
-                    Until::Completed(_) => transmit(engine, port, tx, tx_burst, move || now),
-                }
+                    Until::Elapsed(_) => engine.transmit_bursts(
+                        || Self::clock(*ran + start.elapsed()),
+                        port,
+                        tx,
+                        tx_burst,
+                    ),
+                    Until::Completed(_) => engine.transmit_bursts(|| now, port, tx, tx_burst),
+                };
             }
         }
     }
-}
-
-/// One engine's transmit in a loop turn: bursts of `tx_burst` frames, the
-/// clock read before each, so that a frame's t1 is at most one burst's
-/// building time before it leaves (`Engine::transmit_burst`), until a burst
-/// comes back short.
-fn transmit(
-    engine: &mut Engine,
-    port: &mut LoopbackPort,
-    tx: &mut Vec<FrameBuf>,
-    tx_burst: usize,
-    mut clock: impl FnMut() -> Timestamp,
-) {
-    while engine.transmit_burst(clock(), port, tx, tx_burst) == tx_burst {}
 }
 
 /// One engine loop of `bench core` on its own.

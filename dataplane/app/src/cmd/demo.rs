@@ -354,12 +354,11 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
             }
             // Bursts of `TX_BURST`, the clock read before each: a frame's
             // t1 is then at most a burst's building time before it leaves.
-            loop {
+            let read = || {
                 now = clock(Instant::now());
-                if engine.transmit_burst(now, port, tx, TX_BURST) < TX_BURST {
-                    break;
-                }
-            }
+                now
+            };
+            engine.transmit_bursts(read, port, tx, TX_BURST);
         }
 
         if completed >= next_rotation

@@ -103,4 +103,25 @@ impl Engine {
         }
         port.tx_burst(now, staging)
     }
+
+    /// [`transmit_burst`](Self::transmit_burst) again and again, `clock`
+    /// read before each burst, until a burst comes back short: everything
+    /// the engine has to send, each frame stamped within one burst of its
+    /// departure. Returns how many frames the port took.
+    pub fn transmit_bursts<P: Port>(
+        &mut self,
+        mut clock: impl FnMut() -> Timestamp,
+        port: &mut P,
+        staging: &mut Vec<P::Buf>,
+        max: usize,
+    ) -> usize {
+        let mut sent = 0;
+        loop {
+            let n = self.transmit_burst(clock(), port, staging, max);
+            sent += n;
+            if n < max {
+                return sent;
+            }
+        }
+    }
 }

@@ -395,6 +395,7 @@ fn rx_buffer_level_rises_with_held_requests_and_falls_after_answers() {
 /// queued in the engine, so a caller that reads its clock before each burst
 /// stamps every frame (its t1, in the PSP IV) within one burst of its
 /// departure; a short count says there is nothing more to send.
+/// `transmit_bursts` is that caller.
 #[test]
 fn transmit_burst_builds_at_most_max_frames_a_call() {
     use crate::port::{FrameBuf, Loopback, LoopbackConfig};
@@ -402,7 +403,7 @@ fn transmit_burst_builds_at_most_max_frames_a_call() {
     use crate::transaction::{Transaction, UlpEvent};
 
     let now = Timestamp::from_micros(1);
-    let (mut a, mut b, ca, _) = psp_pair(now);
+    let (mut a, mut b, ca, cb) = psp_pair(now);
     let (mut pa, mut pb) = Loopback::pair(LoopbackConfig {
         one_way_delay: Duration::ZERO,
         ..LoopbackConfig::default()
@@ -425,9 +426,41 @@ fn transmit_burst_builds_at_most_max_frames_a_call() {
     while let Some(event) = b.poll_event() {
         if let UlpEvent::Request(r) = event {
             delivered += 1;
+            b.ulp_ack(now + Duration::from_micros(5), cb, r.rsn)
+                .expect("answered");
             b.recycle(r.payload);
         }
     }
     assert_eq!(delivered, 20);
+    // The answers go back (once the ACK coalescing timer fires), so the
+    // window has room again.
+    let mut completed = 0;
+    for step in 1..=100 {
+        let at = now + Duration::from_micros(10 * step);
+        b.handle_timeout(at);
+        b.transmit_burst(at, &mut pb, &mut tx, usize::MAX);
+        a.receive_burst(at, &mut pa, &mut rx, 64);
+        a.handle_timeout(at);
+        completed += core::iter::from_fn(|| a.poll_event())
+            .filter(|e| matches!(e, UlpEvent::Completion(_)))
+            .count();
+    }
+    assert_eq!(completed, 20);
+    let now = now + Duration::from_millis(1);
+    // `transmit_bursts`: the same bursts in one call, the clock read once
+    // before each.
+    for tag in 20..40 {
+        a.submit(now, ca, Transaction::push(tag, vec![7; 64]))
+            .expect("room for 20 more pushes");
+    }
+    let mut reads = 0;
+    let clock = || {
+        reads += 1;
+        now + Duration::from_micros(10 + reads)
+    };
+    assert_eq!(a.transmit_bursts(clock, &mut pa, &mut tx, 8), 20);
+    assert_eq!(reads, 3, "bursts of 8, 8 and 4");
+    let later = now + Duration::from_micros(20);
+    assert_eq!(b.receive_burst(later, &mut pb, &mut rx, 64), 20);
     assert_eq!(b.stats().drops.total(), 0);
 }
