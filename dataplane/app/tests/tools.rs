@@ -604,13 +604,18 @@ fn bench_core_reports_engine_figures_against_crypto() {
         let (lo, hi) = (fcwnd[0].as_f64().unwrap(), fcwnd[1].as_f64().unwrap());
         assert!(0.0 <= lo && lo <= hi && hi > 0.0, "{name}: {v}");
     }
-    // The ratios are medians of per-round ratios: inside their ranges.
+    // The ratios are medians of per-round ratios: inside their ranges. A
+    // round's lowest may be 0: this test's slices are ~5 ms, and on a
+    // loaded 2-core machine a slice descheduled whole completes nothing.
     assert_eq!(v["rounds"].as_u64(), Some(10), "{v}");
     for name in ["loop4k", "push64"] {
         let ratio = v[format!("{name}_ratio")].as_f64().unwrap();
         let range = &v[format!("{name}_ratio_range")];
         let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
-        assert!(0.0 < lo && lo <= ratio && ratio <= hi, "{name}: {v}");
+        assert!(
+            0.0 <= lo && lo <= ratio && ratio <= hi && hi > 0.0,
+            "{name}: {v}"
+        );
     }
     // The budgets are the bounds' times per transaction times 1 / bar - 1,
     // the plain loops' the inverse of their rates, and the PSP extra what
