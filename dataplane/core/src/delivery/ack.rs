@@ -217,6 +217,7 @@ mod tests {
         assert!(!ack.is_counting(), "nothing for a piggyback to stop");
         ack.add(t0, CREDITS_PUSH, timeout);
         assert!(ack.is_counting());
+        assert!(ack.is_pending(), "the timer runs");
         assert!(!ack.is_due(t0, 10));
         assert_eq!(ack.deadline(t0), Some(Timestamp::from_micros(108)));
         // The timer is not restarted by later packets.
@@ -230,6 +231,7 @@ mod tests {
         ack.reset();
         assert!(!ack.is_pending());
         ack.request_immediate();
+        assert!(ack.is_pending(), "an AR-triggered ACK, no timer");
         assert_eq!(ack.deadline(t0), Some(t0));
         assert!(ack.is_due(t0, 10));
         // A piggyback stops the timer, not the AR-triggered ACK.

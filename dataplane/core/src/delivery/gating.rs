@@ -190,6 +190,11 @@ mod tests {
         };
         assert!(gate.is_paced());
         assert_eq!(gate.effective_fcwnd(), 1);
+        let whole = Gate {
+            fcwnd: Fcwnd::from_f64(1.0),
+            ncwnd: 8,
+        };
+        assert!(!whole.is_paced(), "one packet or more: windowed, not paced");
         assert!(gate.allows_first(&window_with(0, 0), false));
         assert!(!gate.allows_first(&window_with(0, 1), false));
 
