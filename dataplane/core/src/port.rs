@@ -33,6 +33,11 @@
 //!     port.tx_burst(now, &mut tx);                 // unsent frames stay in `tx`
 //! }
 //! ```
+//!
+//! (`Engine::transmit_burst` does the transmit half for up to `max` frames,
+//! and `Engine::transmit_bursts` repeats it with the clock read before each
+//! burst: a frame's t1 is the `now` it was built with, so a long burst
+//! would count its own building as fabric delay in the sender's Swift.)
 
 pub mod loopback;
 
