@@ -8,7 +8,7 @@
 //! hardware on the DPDK path, and Falcon traffic normally sends UDP checksum 0
 //! (spec/psp.md §1.1), so this code runs off the hot path (pcap tools, sim).
 //! The exception is the software receive path's IPv4 header check, once per
-//! frame: [`ipv4_header_checksum_ok`] sums 32-bit words.
+//! frame: `ipv4_header_checksum_ok` sums 32-bit words.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
