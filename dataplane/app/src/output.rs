@@ -15,7 +15,7 @@ pub fn line(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// `println!` through [`line`].
+/// `println!` through [`line()`].
 #[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => {

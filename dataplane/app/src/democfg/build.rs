@@ -62,7 +62,7 @@ pub const MIN_SIZE: usize = 8;
 ///
 /// # Errors
 ///
-/// [`AppError`] (exit 2) naming the first bad value by flag or by key.
+/// [`AppError`](crate::error::AppError) (exit 2) naming the first bad value by flag or by key.
 pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
     let faults = faults(config, origin)?;
     let delivery = delivery(config, origin)?;

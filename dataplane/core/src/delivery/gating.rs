@@ -136,7 +136,7 @@ impl AckRequestPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::packet::{PacketKind, PayloadHandle};
+    use crate::delivery::packet::{PacketKind, PayloadHandle, Retransmission};
     use crate::delivery::tx_window::SentPacket;
     use crate::random::SplitMix64;
     use crate::seq::Rsn;
@@ -180,6 +180,23 @@ mod tests {
         // Retransmission: PSN < BPSN + fcwnd, ORRC < ncwnd.
         assert!(gate.allows_retransmit(&window, window.base().wrapping_add(3), true));
         assert!(!gate.allows_retransmit(&window, window.base().wrapping_add(4), false));
+        let mut window = window_with(3, 1);
+        let base = window.base();
+        for offset in 0..2 {
+            let psn = base.wrapping_add(offset);
+            assert!(window.mark_retransmit(psn, Retransmission::Early));
+            window.on_retransmitted(Timestamp::ZERO, psn);
+            assert_eq!(window.outstanding_retransmitted(), offset + 1);
+            // One retransmitted request of two allowed: room; two: none.
+            assert_eq!(
+                gate.allows_retransmit(&window, base.wrapping_add(2), true),
+                offset == 0
+            );
+        }
+        assert!(
+            gate.allows_retransmit(&window, base.wrapping_add(3), false),
+            "Pull Data ignores ncwnd"
+        );
     }
 
     #[test]
