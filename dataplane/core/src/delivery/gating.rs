@@ -224,6 +224,13 @@ mod tests {
         assert!(pacer.admit(Timestamp::from_micros(13), gap));
         assert_eq!(pacer.release(), None);
         assert!(pacer.admit(t0, Duration::ZERO));
+        // Cancelled (nothing waits any more), the next eligible packet
+        // starts a fresh gap instead of leaving at the old release time.
+        assert!(!pacer.admit(t0, gap));
+        pacer.cancel();
+        assert_eq!(pacer.release(), None);
+        assert!(!pacer.admit(Timestamp::from_micros(13), gap));
+        assert_eq!(pacer.release(), Some(Timestamp::from_micros(16)));
     }
 
     #[test]
