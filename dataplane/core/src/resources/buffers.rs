@@ -144,6 +144,14 @@ mod tests {
         buffers.give(vec![1]);
         buffers.give(vec![2]);
         assert_eq!(buffers.cached(), 2, "bounded");
+        // `empty` hands a cached vector back cleared, its allocation kept.
+        let reused = buffers.empty();
+        assert!(reused.is_empty() && reused.capacity() > 0);
+        assert_eq!(buffers.cached(), 1);
+        // A vector with no allocation is not worth a place on the list.
+        let mut buffers = Buffers::new(2);
+        buffers.give(Vec::new());
+        assert_eq!(buffers.cached(), 0);
     }
 
     #[test]
