@@ -695,6 +695,11 @@ fn resync_inside_the_window_and_its_duplicate() {
     s.conns[A]
         .resync(Window::Request, middle, ResyncCode::TransactionTimedOut)
         .unwrap();
+    // Its PSN is a Resync now, no longer a transaction's packet to give up.
+    assert_eq!(
+        s.conns[A].resync(Window::Request, middle, ResyncCode::TransactionTimedOut),
+        Err(crate::delivery::ResyncError::NotOutstanding)
+    );
     let resync = s.transmit(A);
     assert_eq!(s.deliver(B, &resync[0].repr), RxOutcome::Processed);
     assert_eq!(s.conns[B].rx_bitmaps(Window::Request).0, 0b10);

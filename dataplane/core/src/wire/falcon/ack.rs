@@ -568,6 +568,46 @@ mod tests {
             back().write(PacketType::Eack, &mut BackPacket::new_unchecked(&mut b[..]));
             b
         });
+        // The CC-info word through the EACK view, both ways.
+        assert_eq!(packet.cc_info(), back().cc_info);
+        let mut view = EackPacket::new_unchecked(&mut bytes[..]);
+        let quiet = CcInfo {
+            rx_buffer_level: RxBufferLevel::truncating(0),
+            ..back().cc_info
+        };
+        view.set_cc_info(quiet);
+        assert_eq!(view.cc_info(), quiet);
+    }
+
+    /// What `falcon pcap` and the logs print: the fields, by name, from
+    /// the view or the values; a view that does not parse says why.
+    #[test]
+    fn display_names_the_fields() {
+        let mut bytes = [0u8; 72];
+        back().emit(&mut BackPacket::new_unchecked(&mut bytes[..32]));
+        let text = BackPacket::new_unchecked(&bytes[..32]).to_string();
+        assert_eq!(text, back().to_string());
+        assert!(
+            text.starts_with("Falcon BACK cid ") && text.contains("dbpsn 4096 rbpsn 8192"),
+            "{text}"
+        );
+        let eack = EackRepr {
+            back: back(),
+            data_ack_bitmap: 0b100,
+            data_rx_bitmap: 0b110,
+            request_bitmap: 1,
+        };
+        eack.emit(&mut EackPacket::new_unchecked(&mut bytes[..]));
+        let text = EackPacket::new_unchecked(&bytes[..]).to_string();
+        assert_eq!(text, eack.to_string());
+        assert!(
+            text.starts_with("Falcon EACK cid ") && text.ends_with("ack 0x4 rx 0x6 req 0x1"),
+            "{text}"
+        );
+        let short = BackPacket::new_unchecked(&bytes[..10]).to_string();
+        assert!(short.starts_with("Falcon BACK ("), "{short}");
+        let short = EackPacket::new_unchecked(&bytes[..40]).to_string();
+        assert!(short.starts_with("Falcon EACK ("), "{short}");
     }
 
     #[test]
