@@ -339,6 +339,24 @@ mod tests {
         assert_eq!(Repr::parse(&packet), Ok(repr()));
     }
 
+    /// What `falcon pcap` and the logs print: the fields from the view or
+    /// the values; a view that does not parse says why.
+    #[test]
+    fn display_names_the_fields() {
+        let mut bytes = [0u8; 40];
+        repr().emit(&mut Packet::new_unchecked(&mut bytes[..]));
+        let text = Packet::new_unchecked(&bytes[..]).to_string();
+        assert_eq!(text, repr().to_string());
+        assert!(
+            text.starts_with("Falcon NACK cid ")
+                && text.contains("ReceiverNotReady")
+                && text.contains("ulp 0x20 dbpsn 10 rbpsn 20"),
+            "{text}"
+        );
+        let short = Packet::new_unchecked(&bytes[..12]).to_string();
+        assert!(short.starts_with("Falcon NACK ("), "{short}");
+    }
+
     /// A NACK assembled by hand from the §7.8 table (p.35–37) and figure
     /// (p.35), every reserved bit set so that misplaced masks show.
     const HAND: [u8; 40] = [
