@@ -545,7 +545,13 @@ impl EngineLoop {
             rates,
         } = self;
         let size = *size;
-        let Shape { depth, burst, .. } = *shape;
+        let Shape {
+            depth,
+            burst,
+            tx_burst,
+            ..
+        } = *shape;
+        let timed = matches!(until, Until::Elapsed(_));
         let start = Instant::now();
         let mut completed = 0u64;
         let mut turns = 0u64;
@@ -557,7 +563,7 @@ impl EngineLoop {
                 Until::Completed(n) => completed >= n,
             };
             if done {
-                if let Until::Elapsed(_) = until {
+                if timed {
                     *ran += elapsed;
                 }
                 rates.record(completed, elapsed);
@@ -598,7 +604,7 @@ impl EngineLoop {
                 // (64-byte PSP loop) and ~2.6 (4 KiB) against this loop's 64
                 // outstanding. Read this way, a receiver's own work falls
                 // between its t2 and t3 and is subtracted, as between hosts.
-                if let Until::Elapsed(_) = until {
+                if timed {
                     now = Self::clock(*ran + start.elapsed());
                 }
                 engine.receive_burst(now, port, rx, burst);
@@ -650,16 +656,14 @@ impl EngineLoop {
                 // Bursts of `tx_burst`, the clock read before each (timed
                 // runs): a frame's t1 is then at most one burst's building
                 // time before it leaves (`Engine::transmit_burst`).
-                let tx_burst = shape.tx_burst;
-                match until {
-                    Until::Elapsed(_) => engine.transmit_bursts(
-                        || Self::clock(*ran + start.elapsed()),
-                        port,
-                        tx,
-                        tx_burst,
-                    ),
-                    Until::Completed(_) => engine.transmit_bursts(|| now, port, tx, tx_burst),
+                let clock = || {
+                    if timed {
+                        Self::clock(*ran + start.elapsed())
+                    } else {
+                        now
+                    }
                 };
+                engine.transmit_bursts(clock, port, tx, tx_burst);
             }
         }
     }
