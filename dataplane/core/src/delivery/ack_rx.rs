@@ -47,11 +47,9 @@ impl DeliveryConnection {
             self.mark_received(eack.data_rx_bitmap & !eack.data_ack_bitmap);
             // §9.1.4: early retransmission on the req-bitmap and the
             // data-rx-bitmap (not the data-ack-bitmap: ULP NACKs recover on
-            // their own), plus the OWN bits. Recency RTT: this EACK's
-            // sample (isekai), else the smoothed one, else the RTO.
-            let recency = rtt
-                .or(self.rtt.smoothed)
-                .unwrap_or_else(|| self.rue.state.rto());
+            // their own), plus the OWN bits. Recency RTT: the smoothed one
+            // ("within an RTT"), else the RTO (see `early_retx`).
+            let recency = self.rtt.smoothed.unwrap_or_else(|| self.rue.state.rto());
             let data_received = eack.data_rx_bitmap | eack.data_ack_bitmap;
             let request_received = u128::from(eack.request_bitmap);
             eack_drop |= self.early_retransmit_ooo(now, Window::Request, request_received, recency);

@@ -5,6 +5,20 @@
 //! the recency check (on the req-bitmap and the data-rx-bitmap), and the
 //! out-of-window (EACK-OWN) rule. Marks packets for retransmission; the
 //! transmit path sends them through the gate. No IO.
+//!
+//! # The recency check
+//!
+//! §9.1.4: "at least an RTT has passed since the last (re)transmission
+//! before retransmitting a packet, to give enough time for the last
+//! (re)transmission to be acknowledged"; for EACK-OWN, "not retransmitted
+//! recently, within an RTT". The RTT is the connection's smoothed RTT (the
+//! RTO before the first sample), not the EACK's own sample: a hole sent in
+//! the same burst as the echoed packet has a send time within one 131.072
+//! ns unit of the echoed t1, so comparing the two would decide by where the
+//! rounding falls. A packet never retransmitted always passes: its first
+//! transmission went out before the packets the bitmap shows received (PSN
+//! order is send order), so it had its chance to be acknowledged and no
+//! earlier retransmission of it is in flight to wait for.
 
 use core::time::Duration;
 
@@ -25,6 +39,7 @@ impl DeliveryConnection {
     /// Unlike isekai we do not stop at the first packet failing the recency
     /// check (the spec's loop has no such stop); like isekai we stop at the
     /// first RNR-NACKed packet and allow `max_early_retransmits` per packet.
+    /// `rtt` is the connection's smoothed RTT (see the module doc).
     pub(super) fn early_retransmit_ooo(
         &mut self,
         now: Timestamp,
@@ -59,7 +74,7 @@ impl DeliveryConnection {
                 break;
             }
             eack_drop = true;
-            if tx.is_marked(psn) || slot.last_tx.saturating_add(rtt) >= now {
+            if tx.is_marked(psn) || slot.retransmitted_within(rtt, now) {
                 continue;
             }
             self.mark_early(window, psn);
@@ -72,7 +87,10 @@ impl DeliveryConnection {
     /// window), skip what the bitmap shows received, and retransmit every
     /// packet "not retransmitted recently, within an RTT" — so packets
     /// dropped to the right of the receiver's window are resent at most
-    /// once per RTT.
+    /// once per RTT. Independent of the EACK's timestamps: the first EACK-OWN
+    /// resends every dropped packet never retransmitted, and the receiver
+    /// sets OWN again on each further out-of-window drop (§9.2.2.4), so
+    /// recovery goes on while dropped packets are outstanding.
     pub(super) fn early_retransmit_own(
         &mut self,
         now: Timestamp,
@@ -91,9 +109,7 @@ impl DeliveryConnection {
             let Some(slot) = tx.slot(psn) else {
                 continue;
             };
-            if tx.is_marked(psn)
-                || slot.rnr_until.is_some()
-                || slot.last_tx.saturating_add(rtt) >= now
+            if tx.is_marked(psn) || slot.rnr_until.is_some() || slot.retransmitted_within(rtt, now)
             {
                 continue;
             }

@@ -5,6 +5,7 @@
 
 use core::time::Duration;
 
+use proptest::prelude::*;
 use rue::{EventType, Fcwnd, RetransmitReason};
 
 use crate::delivery::testing::{keys, outgoing, params, FixedRue, Pair};
@@ -719,93 +720,124 @@ fn resync_inside_the_window_and_its_duplicate() {
     );
 }
 
-/// EACK-OWN (OCP Falcon 0.9 §9.1.4): packets dropped beyond the receiver's
-/// 128-packet data window are resent on the EACK carrying D-OWN, those the
-/// bitmap shows received are not, and none is resent twice within an RTT.
-#[test]
-fn eack_own_retransmits_out_of_window_drops_once_per_rtt() {
-    let config = DeliveryConfig {
-        initial_fcwnd: 256.0,
-        initial_ncwnd: 256,
-        ..DeliveryConfig::default()
-    };
-    let mut s = Script::new(&config);
-    for rsn in 0..200 {
-        s.submit(A, PacketKind::PushData, rsn);
-    }
-    let sent = s.transmit(A);
-    assert_eq!(sent.len(), 200);
-    let base = data_start();
-    for packet in &sent {
-        let offset = base.distance(psn_of(&packet.repr));
-        let outcome = s.deliver(B, &packet.repr);
-        match outcome {
-            RxOutcome::Deliver(arrival) => {
-                assert!(offset < 128);
-                s.conns[B].admit(s.now, arrival).unwrap();
-            }
-            RxOutcome::Dropped(DropReason::OutOfWindow) => assert!(offset >= 128),
-            other => panic!("{other:?}"),
+proptest! {
+    /// EACK-OWN (OCP Falcon 0.9 §9.1.4): packets dropped beyond the
+    /// receiver's 128-packet data window are resent on the EACK carrying
+    /// D-OWN, those the bitmap shows received are not, and none is resent
+    /// twice within an RTT — at every phase of the send and ACK times (the
+    /// EACK echoes a packet of the same burst). Recovery goes on while the
+    /// drops are outstanding: resent copies dropped again (the window is
+    /// still held by an unacknowledged PSN) set OWN again, and the next
+    /// EACK-OWN past the recency check resends them again.
+    #[test]
+    fn eack_own_retransmits_out_of_window_drops_once_per_rtt(
+        start_ns in 0u64..262_144,
+        to_sender_ns in 0u64..100_000,
+    ) {
+        let config = DeliveryConfig {
+            initial_fcwnd: 256.0,
+            initial_ncwnd: 256,
+            ..DeliveryConfig::default()
+        };
+        let mut s = Script::new(&config);
+        s.advance(Duration::from_nanos(start_ns));
+        for rsn in 0..200 {
+            s.submit(A, PacketKind::PushData, rsn);
         }
+        let sent = s.transmit(A);
+        prop_assert_eq!(sent.len(), 200);
+        let base = data_start();
+        let deliver_all = |s: &mut Script, packets: &[TxPacket]| -> Result<(), TestCaseError> {
+            let end = base.distance(s.conns[B].rx_base(Window::Data)) + 128;
+            for packet in packets {
+                let offset = base.distance(psn_of(&packet.repr));
+                match s.deliver(B, &packet.repr) {
+                    RxOutcome::Deliver(arrival) => {
+                        prop_assert!(offset < end);
+                        s.conns[B].admit(s.now, arrival).unwrap();
+                    }
+                    RxOutcome::Dropped(DropReason::OutOfWindow) => prop_assert!(offset >= end),
+                    other => panic!("{other:?}"),
+                }
+            }
+            Ok(())
+        };
+        deliver_all(&mut s, &sent)?;
+        // The ULP takes 0..127 except 5 (a hole in the ack bitmap, received).
+        for offset in (0..128).filter(|&o| o != 5) {
+            s.conns[B]
+                .handle_ulp_ack(s.now, base.wrapping_add(offset))
+                .unwrap();
+        }
+        s.advance(Duration::from_micros(10));
+        let acks = s.acks(B);
+        let [FalconRepr::Eack(eack)] = &acks[..] else {
+            panic!("expected an EACK, got {acks:?}");
+        };
+        prop_assert!(eack.back.cc_info.own.data && !eack.back.cc_info.own.request);
+        prop_assert_eq!(eack.back.data_bpsn, base.wrapping_add(5));
+        prop_assert_eq!(eack.data_rx_bitmap & 1, 1, "PSN 5 received, not acked");
+        let (ack, rx) = s.conns[B].rx_bitmaps(Window::Data);
+        prop_assert_eq!(
+            (ack, rx),
+            (((1u128 << 123) - 1) & !1, (1u128 << 123) - 1),
+            "PSNs 5..=127"
+        );
+        s.advance(Duration::from_nanos(to_sender_ns));
+        prop_assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
+        let resent = s.transmit(A);
+        let offsets: Vec<u32> = resent
+            .iter()
+            .map(|p| base.distance(psn_of(&p.repr)))
+            .collect();
+        prop_assert_eq!(offsets, (128..200).collect::<Vec<_>>(), "exactly the OOW drops");
+        prop_assert!(resent
+            .iter()
+            .all(|p| p.retransmission == Some(Retransmission::Early)));
+        // The same EACK again, within the RTT: nothing resent.
+        prop_assert_eq!(
+            s.deliver(A, &acks[0]),
+            RxOutcome::Processed,
+            "not stale: same bases"
+        );
+        prop_assert!(s.transmit(A).is_empty());
+        prop_assert_eq!(s.conns[A].stats().retransmits_early, 72);
+        // D-OWN was cleared by the EACK that carried it (§9.2.1).
+        prop_assert_eq!(
+            s.deliver(B, &sent[0].repr),
+            RxOutcome::Dropped(DropReason::StalePacket)
+        );
+        s.advance(Duration::from_micros(8));
+        let acks = s.acks(B);
+        let [FalconRepr::Eack(eack)] = &acks[..] else {
+            panic!("{acks:?}")
+        };
+        prop_assert!(!eack.back.cc_info.own.data);
+        prop_assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
+        // The resent copies arrive while PSN 5 still holds the window
+        // (5..=132): 133..199 dropped again, and OWN is set again.
+        deliver_all(&mut s, &resent)?;
+        s.advance(Duration::from_micros(8));
+        let acks = s.acks(B);
+        let [FalconRepr::Eack(eack)] = &acks[..] else {
+            panic!("{acks:?}")
+        };
+        prop_assert!(eack.back.cc_info.own.data);
+        // Two smoothed RTTs after the first resend, the EACK-OWN resends
+        // every packet dropped again.
+        let srtt = s.conns[A].rtt().smoothed.unwrap();
+        s.advance(srtt * 2 + Duration::from_micros(1));
+        prop_assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
+        let again: Vec<u32> = s
+            .transmit(A)
+            .iter()
+            .map(|p| base.distance(psn_of(&p.repr)))
+            .collect();
+        prop_assert_eq!(again, (133..200).collect::<Vec<_>>());
+        // The ULP takes PSN 5: the window moves past what it holds.
+        s.conns[B].handle_ulp_ack(s.now, base.wrapping_add(5)).unwrap();
+        prop_assert_eq!(s.conns[B].rx_base(Window::Data), base.wrapping_add(128));
     }
-    // The ULP takes 0..127 except 5 (a hole in the ack bitmap, received).
-    for offset in (0..128).filter(|&o| o != 5) {
-        s.conns[B]
-            .handle_ulp_ack(s.now, base.wrapping_add(offset))
-            .unwrap();
-    }
-    // A later Pull Request carries the t1 the EACK echoes.
-    s.advance(Duration::from_micros(2));
-    s.submit(A, PacketKind::PullRequest, 500);
-    let request = s.transmit(A);
-    s.deliver_admit(B, &request[0].repr);
-    s.advance(Duration::from_micros(10));
-    let acks = s.acks(B);
-    let [FalconRepr::Eack(eack)] = &acks[..] else {
-        panic!("expected an EACK, got {acks:?}");
-    };
-    assert!(eack.back.cc_info.own.data && !eack.back.cc_info.own.request);
-    assert_eq!(eack.back.data_bpsn, base.wrapping_add(5));
-    assert_eq!(eack.data_rx_bitmap & 1, 1, "PSN 5 received, not acked");
-    let (ack, rx) = s.conns[B].rx_bitmaps(Window::Data);
-    assert_eq!(
-        (ack, rx),
-        (((1u128 << 123) - 1) & !1, (1u128 << 123) - 1),
-        "PSNs 5..=127"
-    );
-    assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
-    let resent = s.transmit(A);
-    let offsets: Vec<u32> = resent
-        .iter()
-        .map(|p| base.distance(psn_of(&p.repr)))
-        .collect();
-    assert_eq!(
-        offsets,
-        (128..200).collect::<Vec<_>>(),
-        "exactly the OOW drops"
-    );
-    assert!(resent
-        .iter()
-        .all(|p| p.retransmission == Some(Retransmission::Early)));
-    // The same EACK again, within the RTT: nothing resent.
-    assert_eq!(
-        s.deliver(A, &acks[0]),
-        RxOutcome::Processed,
-        "not stale: same bases"
-    );
-    assert!(s.transmit(A).is_empty());
-    assert_eq!(s.conns[A].stats().retransmits_early, 72);
-    // D-OWN was cleared by the EACK that carried it (§9.2.1).
-    assert_eq!(
-        s.deliver(B, &sent[0].repr),
-        RxOutcome::Dropped(DropReason::StalePacket)
-    );
-    s.advance(Duration::from_micros(8));
-    let acks = s.acks(B);
-    let [FalconRepr::Eack(eack)] = &acks[..] else {
-        panic!("{acks:?}")
-    };
-    assert!(!eack.back.cc_info.own.data);
 }
 
 /// Max Retransmit Attempts (OCP Falcon 0.9 §11): the packet is retransmitted
@@ -1136,42 +1168,62 @@ fn gating_fcwnd_ncwnd_and_pacing() {
     assert!(s.transmit(A).is_empty(), "still one outstanding");
 }
 
-/// OOO-distance early retransmission with the recency check (§9.1.4), and
-/// the EACK's eack_drop flag in the RUE event.
-#[test]
-fn ooo_distance_early_retransmission() {
-    let mut s = Script::new(&DeliveryConfig::default());
-    for rsn in 0..8 {
-        s.submit(A, PacketKind::PullRequest, rsn);
+proptest! {
+    /// OOO-distance early retransmission with the recency check (§9.1.4),
+    /// and the EACK's eack_drop flag in the RUE event, decided the same at
+    /// every phase of the send and ACK times against the 131.072 ns unit of
+    /// the echoed timestamps: the hole, sent in the same burst as the packet
+    /// the EACK echoes, is resent on the first EACK; the same EACK within
+    /// the smoothed RTT of that retransmission resends nothing; two smoothed
+    /// RTTs later it resends again.
+    #[test]
+    fn ooo_distance_early_retransmission(
+        start_ns in 0u64..262_144,
+        to_receiver_ns in 0u64..100_000,
+        to_sender_ns in 0u64..100_000,
+    ) {
+        let mut s = Script::new(&DeliveryConfig::default());
+        s.advance(Duration::from_nanos(start_ns));
+        for rsn in 0..8 {
+            s.submit(A, PacketKind::PullRequest, rsn);
+        }
+        let sent = s.transmit(A);
+        let base = psn_of(&sent[0].repr);
+        // PSN 1 and 6 lost; 7 arrives last: highest = 7, threshold 3 → holes
+        // below offset 4 are lost (1), 6 may still be reordered.
+        s.advance(Duration::from_nanos(to_receiver_ns));
+        for i in [0usize, 2, 3, 4, 5, 7] {
+            s.deliver_admit(B, &sent[i].repr);
+        }
+        s.advance(Duration::from_micros(8));
+        let acks = s.acks(B);
+        let [FalconRepr::Eack(eack)] = &acks[..] else {
+            panic!("{acks:?}")
+        };
+        prop_assert_eq!(eack.back.request_bpsn, base.next());
+        prop_assert_eq!(eack.request_bitmap, 0b1011110);
+        s.advance(Duration::from_nanos(to_sender_ns));
+        prop_assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
+        let resent = s.transmit(A);
+        prop_assert_eq!(resent.len(), 1);
+        prop_assert_eq!(psn_of(&resent[0].repr), base.next());
+        prop_assert_eq!(resent[0].retransmission, Some(Retransmission::Early));
+        let event = s.conns[A].poll_rue_event(s.now, 0, 64).unwrap();
+        prop_assert_eq!(event.event_type, EventType::Ack);
+        prop_assert!(event.eack && event.eack_drop);
+        prop_assert_eq!(event.num_packets_acked, 6);
+        // Same EACK again: the recency check holds the retransmission back.
+        prop_assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
+        prop_assert!(s.transmit(A).is_empty());
+        // Two smoothed RTTs later (still before the RTO) it is due again.
+        let srtt = s.conns[A].rtt().smoothed.unwrap();
+        s.advance(srtt * 2 + Duration::from_micros(1));
+        prop_assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
+        let again = s.transmit(A);
+        prop_assert_eq!(again.len(), 1);
+        prop_assert_eq!(psn_of(&again[0].repr), base.next());
+        prop_assert_eq!(again[0].retransmission, Some(Retransmission::Early));
     }
-    let sent = s.transmit(A);
-    let base = psn_of(&sent[0].repr);
-    // PSN 1 and 6 lost; 7 arrives last: highest = 7, threshold 3 → holes
-    // below offset 4 are lost (1), 6 may still be reordered.
-    s.advance(Duration::from_micros(5));
-    for i in [0usize, 2, 3, 4, 5, 7] {
-        s.deliver_admit(B, &sent[i].repr);
-    }
-    s.advance(Duration::from_micros(8));
-    let acks = s.acks(B);
-    let [FalconRepr::Eack(eack)] = &acks[..] else {
-        panic!("{acks:?}")
-    };
-    assert_eq!(eack.back.request_bpsn, base.next());
-    assert_eq!(eack.request_bitmap, 0b1011110);
-    s.advance(Duration::from_micros(5));
-    assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
-    let resent = s.transmit(A);
-    assert_eq!(resent.len(), 1);
-    assert_eq!(psn_of(&resent[0].repr), base.next());
-    assert_eq!(resent[0].retransmission, Some(Retransmission::Early));
-    let event = s.conns[A].poll_rue_event(s.now, 0, 64).unwrap();
-    assert_eq!(event.event_type, EventType::Ack);
-    assert!(event.eack && event.eack_drop);
-    assert_eq!(event.num_packets_acked, 6);
-    // Same EACK again: the recency check holds the packet back.
-    assert_eq!(s.deliver(A, &acks[0]), RxOutcome::Processed);
-    assert!(s.transmit(A).is_empty());
 }
 
 /// §9.1.5: on ordered connections retransmissions go in RSN order across

@@ -80,6 +80,13 @@ impl SentPacket {
         }
     }
 
+    /// OCP Falcon 0.9 §9.1.4's recency check fails: the packet was
+    /// retransmitted and its last copy left within `rtt` of `now`. A packet
+    /// never retransmitted is not recent (see `early_retx`).
+    pub fn retransmitted_within(&self, rtt: core::time::Duration, now: Timestamp) -> bool {
+        self.retransmitted && self.last_tx.saturating_add(rtt) >= now
+    }
+
     /// Counts against ncwnd when (re)sent (Pull Request or Push Data, or a
     /// Resync standing in for one).
     pub fn is_request(&self) -> bool {
