@@ -1254,6 +1254,74 @@ fn ordered_retransmissions_follow_rsn_across_windows() {
     }
 }
 
+/// §9.1.5 with §9.1.2's gate: on an ordered connection a Pull Request
+/// marked for retransmission and held by RORRC ≥ ncwnd holds a later Push
+/// Data's first transmission (whose own gate, DORC < ncwnd, is open); Pull
+/// Data, free of the initiator's RSN order, still goes. Unordered, the push
+/// goes at once.
+#[test]
+fn gated_retransmission_holds_later_first_transmissions_in_rsn_order() {
+    let config = DeliveryConfig {
+        initial_ncwnd: 2,
+        ..DeliveryConfig::default()
+    };
+    for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
+        let mut s = Script::with_ordering(&config, ordering);
+        s.submit(A, PacketKind::PullRequest, 10);
+        s.submit(A, PacketKind::PullRequest, 11);
+        assert_eq!(s.transmit(A).len(), 2);
+        // An RUE result narrows ncwnd to 1 (the event comes from B's ACK
+        // of nothing yet: a Pull Data from A gets one out).
+        s.submit(A, PacketKind::PullData, 500);
+        let pull_data = s.transmit(A);
+        s.deliver_admit(B, &pull_data[0].repr);
+        s.advance(Duration::from_micros(8));
+        s.exchange_acks(B);
+        let event = s.conns[A].poll_rue_event(s.now, 0, 64).unwrap();
+        let narrow = FixedRue {
+            ncwnd: 1,
+            ..fixed_rue(64.0)
+        };
+        assert!(s.conns[A].handle_rue_result(s.now, &narrow.on_event(&event)));
+        // Both Pull Requests time out: 10 is resent (RORRC 0 < 1), 11 is
+        // marked and gated (RORRC 1 ≥ 1).
+        s.advance(Duration::from_micros(1_001));
+        let resent = s.transmit(A);
+        assert_eq!(
+            resent.iter().map(|p| rsn_of(&p.repr)).collect::<Vec<_>>(),
+            vec![10],
+            "{ordering:?}"
+        );
+        s.submit(A, PacketKind::PushData, 12);
+        s.submit(A, PacketKind::PullData, 501);
+        let next: Vec<(PacketType, u32)> = s
+            .transmit(A)
+            .iter()
+            .map(|p| (p.repr.packet_type(), rsn_of(&p.repr)))
+            .collect();
+        match ordering {
+            OrderingMode::Ordered => assert_eq!(
+                next,
+                vec![(PacketType::PullData, 501)],
+                "Push Data 12 waits for Pull Request 11's retransmission"
+            ),
+            OrderingMode::Unordered => {
+                assert!(next.contains(&(PacketType::PushData, 12)), "{next:?}");
+            }
+        }
+        if ordering == OrderingMode::Unordered {
+            continue;
+        }
+        // B acknowledges the resent 10: RORRC drops to 0, 11 goes, then 12.
+        let request_psn = psn_of(&resent[0].repr);
+        assert_eq!(s.deliver_admit(B, &resent[0].repr), request_psn);
+        s.advance(Duration::from_micros(8));
+        s.exchange_acks(B);
+        let after: Vec<u32> = s.transmit(A).iter().map(|p| rsn_of(&p.repr)).collect();
+        assert_eq!(after, vec![11, 12]);
+    }
+}
+
 /// Sends and acknowledges `n` Pull Data from A, moving its window round
 /// robin to another phase.
 fn warm_round_robin(s: &mut Script, n: u32) {
