@@ -144,17 +144,14 @@ impl DeliveryConnection {
             NackCode::ReceiverNotReady => {
                 let wait = self.rue.state.rto().max(nack.rnr_timeout.as_duration());
                 let until = now.saturating_add(wait);
-                let tx = self.tx_mut(window);
-                tx.unmark_retransmit(psn);
-                if let Some(slot) = tx.slot_mut(psn) {
-                    slot.rnr_until = Some(until);
-                }
+                self.tx_mut(window).defer_rnr(psn, until);
                 self.arm_retransmit_timer(until);
                 self.events.push_back(Event::ReceiverNotReady {
                     psn,
                     rsn: slot.rsn,
                     timeout: nack.rnr_timeout,
                     ulp_nack_code: nack.ulp_nack_code,
+                    handle: slot.handle,
                 });
                 return RxOutcome::Processed;
             }

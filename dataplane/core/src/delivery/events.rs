@@ -44,6 +44,8 @@ pub enum Event {
         timeout: RnrTimeout,
         /// The ULP's code, opaque to Falcon.
         ulp_nack_code: u8,
+        /// Its payload (whose transaction it is).
+        handle: PayloadHandle,
     },
     /// The peer NACKed a packet with xLR drop, complete-in-error,
     /// non-recoverable error or invalid CID (codes 4, 6, 7, 8): the packet

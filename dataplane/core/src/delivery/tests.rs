@@ -431,7 +431,8 @@ fn nack_receiver_not_ready_waits_then_redelivers() {
             psn,
             rsn: Rsn::new(3),
             timeout,
-            ulp_nack_code: 32
+            ulp_nack_code: 32,
+            handle: outgoing(PacketKind::PushData, 3, 64).handle,
         }]
     );
     s.advance(Duration::from_micros(2_550));

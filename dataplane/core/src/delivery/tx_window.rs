@@ -382,6 +382,24 @@ impl TxWindow {
         true
     }
 
+    /// The receiver RNR-NACKed `psn`: not retransmitted before `until`
+    /// (§11: max(RTO, RNR timeout)). Off the retransmission set, and out of
+    /// ORRC: the NACK shows the copy arrived, so it is no retransmitted
+    /// request outstanding in the network (§9.1.2), and an ORRC full of
+    /// packets waiting out long RNR timeouts would shut the gate on every
+    /// other retransmission.
+    pub fn defer_rnr(&mut self, psn: Psn, until: Timestamp) {
+        self.unmark_retransmit(psn);
+        let Some(slot) = self.slot_mut(psn) else {
+            return;
+        };
+        slot.rnr_until = Some(until);
+        if slot.in_orrc {
+            slot.in_orrc = false;
+            self.outstanding_retransmitted -= 1;
+        }
+    }
+
     /// Takes `psn` off the retransmission set (an RNR NACK defers it).
     pub fn unmark_retransmit(&mut self, psn: Psn) {
         if self.contains(psn) && self.retransmit.clear(psn) {

@@ -285,7 +285,12 @@ impl Engine {
                         target.on_pull_data_acked(&mut ctx, rsn);
                     }
                 },
-                Event::ReceiverNotReady { .. } => self.shared.stats.rnr_received += 1,
+                Event::ReceiverNotReady { rsn, handle, .. } => {
+                    self.shared.stats.rnr_received += 1;
+                    if role(handle) == Role::Initiator {
+                        conn.initiator.on_receiver_not_ready(now, rsn);
+                    }
+                }
                 Event::Nacked {
                     rsn,
                     code,

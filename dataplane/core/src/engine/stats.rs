@@ -161,6 +161,7 @@ impl EngineStats {
         t.zero_copy_pull_data += o.zero_copy_pull_data;
         t.rnr_received += o.rnr_received;
         t.ulp_nacks += o.ulp_nacks;
+        t.rnr_sent_behind += o.rnr_sent_behind;
         t.pull_data_submitted += o.pull_data_submitted;
         t.resource_refusals += o.resource_refusals;
         t.timeouts += o.timeouts;

@@ -706,6 +706,25 @@ impl Initiator {
         self.sweep_at = next;
     }
 
+    /// The target RNR-NACKed our request `rsn` at `now`: its soft-state
+    /// timeout restarts. An RNR NACK is the target's answer, so the
+    /// transaction is not lost; §8.5.3.4 lets a slow ULP (and, on an
+    /// ordered connection, every request behind the one it refused) wait
+    /// RNR timeouts of up to 655.36 ms, any number of times. Moving a
+    /// deadline later keeps `sweep_at` a lower bound.
+    pub fn on_receiver_not_ready(&mut self, now: Timestamp, rsn: Rsn) {
+        let Some(index) = usize::try_from(rsn.offset_from(self.retired))
+            .ok()
+            .filter(|&i| i < self.slots.len())
+        else {
+            return;
+        };
+        let slot = &mut self.slots[index];
+        if slot.sent_at.is_some() && slot.outcome.is_none() && !slot.completed {
+            slot.sent_at = Some(now);
+        }
+    }
+
     /// The next timeout sweep.
     pub fn next_deadline(&self) -> Option<Timestamp> {
         self.sweep_at
@@ -1164,6 +1183,7 @@ mod tests {
                     rsn,
                     timeout: RnrTimeout::LONGEST,
                     ulp_nack_code: 0,
+                    handle: payload_handle(Role::Initiator, rsn),
                 }),
                 (9, _) => batches.push(Vec::new()),
                 _ => {}

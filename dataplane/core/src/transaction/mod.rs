@@ -153,6 +153,9 @@ pub struct TransactionStats {
     pub rnr_received: u64,
     /// ULP NACKs at the target (RNR, CIE, NRE, invalid CID).
     pub ulp_nacks: u64,
+    /// Push Data the target RNR-NACKed itself because an earlier request
+    /// of the ordered connection awaits its RNR redelivery (§8.5.3.4).
+    pub rnr_sent_behind: u64,
     /// Pull Data submitted by the target ULP.
     pub pull_data_submitted: u64,
     /// Requests refused for lack of network resources (resource NACKs).

@@ -29,6 +29,7 @@ use crate::transaction::ulp::{
     ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
 };
 use crate::transaction::{payload_handle, Ctx, Role};
+use crate::wire::RnrTimeout;
 
 /// Target request states (OCP Falcon 0.9 §8.5.1, table p.51), plus the
 /// ring's own states (`Unseen`, `Skipped`) and the RNR and NACK outcomes.
@@ -154,6 +155,9 @@ pub struct Target {
     /// Ordered: RNR-NACKed requests not yet accepted on redelivery; while
     /// any, only the lowest of them is delivered (§8.5.3.4).
     blocked: Vec<Rsn>,
+    /// Ordered: the ULP's latest RNR answer to a blocked request, repeated
+    /// to every later Push Data until the block lifts (§8.5.3.4).
+    blocked_answer: UlpNack,
     /// Pull RNR redeliveries: (when, RSN).
     rnr_timers: Vec<(Timestamp, Rsn)>,
     /// Pull Data not yet handed to the delivery sublayer.
@@ -181,6 +185,10 @@ impl Target {
             next: first_rsn,
             slots: SlotRing::new(),
             blocked: Vec::new(),
+            blocked_answer: UlpNack::ReceiverNotReady {
+                timeout: RnrTimeout::SHORTEST,
+                ulp_nack_code: 0,
+            },
             rnr_timers: Vec::new(),
             pull_data: VecDeque::new(),
             in_delivery: 0,
@@ -243,6 +251,10 @@ impl Target {
                     return;
                 }
             }
+        }
+        if kind == TransactionKind::Push && self.behind_block(rsn) {
+            self.nack_behind_block(ctx, arrival, index, fresh);
+            return;
         }
         let head_of_line = match self.ordering {
             OrderingMode::Ordered => rsn == self.head(),
@@ -424,7 +436,8 @@ impl Target {
                 slot.redelivery = true;
                 let network = core::mem::take(&mut slot.network);
                 ctx.release(&network);
-                self.block(rsn);
+                self.block(rsn, nack);
+                self.nack_held_behind(ctx, rsn);
             }
             (TransactionKind::Push, _) => {
                 let _ = ctx.delivery.handle_ulp_nack(ctx.now, psn, nack);
@@ -441,7 +454,8 @@ impl Target {
                 let when = ctx.now.saturating_add(timeout.as_duration());
                 self.rnr_timers.push((when, rsn));
                 self.note_deadline(when);
-                self.block(rsn);
+                self.block(rsn, nack);
+                self.nack_held_behind(ctx, rsn);
             }
             (TransactionKind::Pull, UlpNack::InvalidCid { .. }) => {
                 slot.state = TargetState::Nacked;
@@ -802,10 +816,102 @@ impl Target {
         }
     }
 
-    /// Ordered: `rsn` awaits redelivery; nothing new is delivered meanwhile.
-    fn block(&mut self, rsn: Rsn) {
+    /// Ordered: `rsn` awaits redelivery after the ULP's RNR `answer`;
+    /// nothing new is delivered meanwhile.
+    fn block(&mut self, rsn: Rsn, answer: UlpNack) {
         if self.ordering == OrderingMode::Ordered && !self.blocked.contains(&rsn) {
             self.blocked.push(rsn);
+            self.blocked_answer = answer;
+        }
+    }
+
+    /// Whether request `rsn` comes after a request whose RNR redelivery
+    /// has not happened yet on an ordered connection. Once the refused
+    /// request is back with its ULP, later ones are held as usual: the
+    /// ULP's answer comes soon, and a second RNR NACKs them then
+    /// ([`nack_held_behind`](Self::nack_held_behind)). NACKing them too
+    /// would cost each request behind a chain of refused ones one RNR
+    /// timeout per link.
+    fn behind_block(&self, rsn: Rsn) -> bool {
+        if self.blocked.is_empty() {
+            return false;
+        }
+        let head = self.head();
+        head.before(rsn)
+            && self.index(head).is_some_and(|index| {
+                matches!(
+                    self.slots[index].state,
+                    TargetState::PushDataRnrWait | TargetState::PullReqRnrWait
+                )
+            })
+    }
+
+    /// §8.5.3.4: "On an ordered connection, if a transaction with RSN value
+    /// of N is RNR NACKed by the ULP, all subsequent transactions (with RSN
+    /// greater than N) continue to be RNR NACKed until the ULP accepts the
+    /// retransmitted transaction with RSN value of N." A Push Data `arrival`
+    /// behind a block is taken by the delivery sublayer and RNR-NACKed with
+    /// the ULP's answer to N, without network resources or a delivery: the
+    /// initiator retransmits it after the RNR wait, which counts toward no
+    /// Max Retransmit Attempts, instead of its waiting here for the ULP RTO
+    /// to exhaust it. (Pull Requests behind a block wait here: they are
+    /// acknowledged already and the target redelivers them itself.)
+    fn nack_behind_block(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        arrival: Arrival,
+        index: usize,
+        fresh: bool,
+    ) {
+        let (psn, request_length) = (arrival.psn, arrival.request_length);
+        if let Err(reason) = ctx.delivery.admit(ctx.now, arrival) {
+            ctx.shared.drops.record(reason);
+            self.keep_hole(fresh);
+            return;
+        }
+        let _ = ctx
+            .delivery
+            .handle_ulp_nack(ctx.now, psn, self.blocked_answer);
+        let slot = if fresh {
+            let slot = self.slots.push_back();
+            slot.reset();
+            slot
+        } else {
+            &mut self.slots[index]
+        };
+        slot.state = TargetState::PushDataRnrWait;
+        slot.kind = TransactionKind::Push;
+        slot.psn = psn;
+        slot.request_length = request_length;
+        // Not delivered: to the ULP its next delivery is a first one
+        // (unless the ULP itself refused it before).
+        ctx.shared.stats.rnr_sent_behind += 1;
+    }
+
+    /// §8.5.3.4 for the Push Data already received and held behind `rsn`,
+    /// which the ULP just RNR-NACKed: each is RNR-NACKed in turn (see
+    /// [`nack_behind_block`](Self::nack_behind_block)), its payload and
+    /// resources released.
+    fn nack_held_behind(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+        if self.ordering != OrderingMode::Ordered {
+            return;
+        }
+        let Some(first) = self.index(rsn) else {
+            return;
+        };
+        let answer = self.blocked_answer;
+        for index in first + 1..self.slots.len() {
+            let slot = &mut self.slots[index];
+            if slot.state != TargetState::PushDataRx {
+                continue;
+            }
+            let _ = ctx.delivery.handle_ulp_nack(ctx.now, slot.psn, answer);
+            slot.state = TargetState::PushDataRnrWait;
+            let network = core::mem::take(&mut slot.network);
+            let payload = core::mem::take(&mut slot.payload);
+            ctx.shared.buffers.give(payload.into_buffer());
+            ctx.release(&network);
+            ctx.shared.stats.rnr_sent_behind += 1;
         }
     }
 

@@ -18,7 +18,8 @@ use crate::random::{Random, SplitMix64};
 use crate::resources::{Credit, ResourceConfig, Resources};
 use crate::seq::Psn;
 use crate::wire::{
-    BaseHeader, FalconRepr, ProtocolType, PullRequestRepr, PushDataRepr, RnrTimeout,
+    BaseHeader, FalconRepr, NackCode, ProtocolType, PullRequestRepr, PushDataRepr, RnrTimeout,
+    RxBufferLevel,
 };
 
 const DATA_PSN: u32 = 5_000;
@@ -205,16 +206,17 @@ fn run(
     let mut delivered = Vec::new();
     let mut accepted = BTreeSet::new();
     let mut step = 0;
+    let mut next_retransmission = 0;
     while step < queue.len() {
         let index = queue[step];
         step += 1;
+        assert!(step < 100_000, "no progress: {delivered:?}");
         h.arrive(&sent[index]);
         while let Some(event) = h.shared.events.pop_front() {
             let UlpEvent::Request(request) = event else {
                 panic!("unexpected {event:?}");
             };
             delivered.push((request.rsn, request.redelivery));
-            let offset = Rsn::new(u32::MAX - 20).distance(request.rsn) as usize;
             let (mut ctx, target) = h.ctx();
             if request.kind == TransactionKind::Push
                 && !request.redelivery
@@ -225,9 +227,6 @@ fn run(
                     ulp_nack_code: 0,
                 };
                 target.ulp_nack(&mut ctx, request.rsn, nack).unwrap();
-                // The initiator retransmits it later.
-                let at = step + rng.below(4) as usize;
-                queue.insert(at.min(queue.len()), offset);
                 continue;
             }
             assert!(
@@ -247,6 +246,23 @@ fn run(
                         .submit_pull_data(&mut ctx, request.rsn, vec![1; 16])
                         .unwrap();
                 }
+            }
+        }
+        // The initiator retransmits every Push Data RNR-NACKed, by the ULP
+        // or (ordered, §8.5.3.4) by the layer for a request behind it,
+        // after the same RNR timeout: in the order of the NACKs, mixed with
+        // the other arrivals.
+        while let Some(ack) = h.delivery.poll_ack(h.now, RxBufferLevel::truncating(0)) {
+            if let FalconRepr::Nack(nack) = ack {
+                assert_eq!(nack.code, NackCode::ReceiverNotReady);
+                let index = sent
+                    .iter()
+                    .position(|s| s.kind == TransactionKind::Push && s.psn == nack.nack_psn)
+                    .expect("a NACK for a Push Data sent");
+                let at = (step + rng.below(4) as usize).max(next_retransmission);
+                let at = at.min(queue.len());
+                queue.insert(at, index);
+                next_retransmission = at + 1;
             }
         }
     }

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use core::time::Duration;
 
 use super::harness::{Answer, Pair, Policy, Setup};
-use crate::delivery::{DeliveryConfig, UlpNack};
+use crate::delivery::{DeliveryConfig, OrderingMode, UlpNack};
 use crate::drop::DropReason;
 use crate::port::Faults;
 use crate::resources::Credit;
@@ -99,6 +99,82 @@ fn rnr_for_push_is_retried_by_the_initiator() {
     assert!(times[2] - times[1] >= Duration::from_micros(960));
     assert!(pair.nodes[0].completions[0][0].rsn == Rsn::new(first));
     assert!(pair.now - start >= Duration::from_micros(1_920));
+}
+
+/// §8.5.3.4 with the long RNR timeouts (codes 25 = 61.44 ms, 31 = 491.52
+/// ms, 0 = 655.36 ms), on ordered and unordered connections, under 1 %
+/// loss each way: the ULP RNR-NACKs two pushes and a pull once each while
+/// later pushes and pulls are outstanding. Every transaction completes with
+/// Ack — none times out, none is resynced away — because the requests
+/// behind an RNR-NACKed one on an ordered connection are RNR-NACKed too
+/// (their waits count toward no retransmit limit) and an RNR NACK restarts
+/// the initiator's transaction timeout.
+#[test]
+fn long_rnr_timeouts_fail_no_later_request() {
+    for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
+        for code in [0u8, 25, 31] {
+            for seed in 1..=3 {
+                let mut pair = Pair::new(Setup {
+                    ordering,
+                    seed,
+                    faults: Faults {
+                        loss_ppm: Faults::percent(1),
+                        ..Faults::default()
+                    },
+                    // A pull's RNR waits stay at the target (§8.5.3.4): the
+                    // initiator hears nothing, so its soft-state timeout
+                    // must outlast them. Here the pull is refused twice
+                    // (once behind the first push, once by plan): 1.31 s at
+                    // code 0, past the default 1 s.
+                    transaction: TransactionConfig {
+                        transaction_timeout: Duration::from_secs(4),
+                        target_timeout: Duration::from_secs(4),
+                        ..TransactionConfig::default()
+                    },
+                    ..Setup::default()
+                });
+                let first = pair.rsn(0, 0);
+                for k in 0..60u32 {
+                    let kind = if k % 3 == 1 {
+                        TransactionKind::Pull
+                    } else {
+                        TransactionKind::Push
+                    };
+                    pair.queue(0, 0, kind, 64 + (k as usize % 7) * 100);
+                }
+                // RSN +3 and +30 are pushes, +7 a pull.
+                for k in [3u32, 7, 30] {
+                    let rsn = first.wrapping_add(k);
+                    plan(
+                        &mut pair,
+                        1,
+                        0,
+                        rsn,
+                        &[Answer::Nack(rnr(code)), Answer::Accept],
+                    );
+                }
+                let start = pair.now;
+                pair.run_to_completion(Duration::from_secs(10));
+                let context = format!("{ordering:?}, RNR code {code}, seed {seed}");
+                assert_eq!(pair.nodes[0].completions[0].len(), 60, "{context}");
+                pair.assert_all_ok(0);
+                let (a, b) = (pair.nodes[0].engine.stats(), pair.nodes[1].engine.stats());
+                assert_eq!(a.transactions.timeouts, 0, "{context}");
+                assert_eq!(a.resyncs, 0, "{context}: nothing resynced away");
+                assert!(a.transactions.rnr_received >= 2, "{context}");
+                let wait = RnrTimeout::new(code).unwrap().as_duration();
+                assert!(pair.now - start >= wait, "{context}");
+                if ordering == OrderingMode::Ordered {
+                    assert!(
+                        b.transactions.rnr_sent_behind > 0,
+                        "{context}: later pushes RNR-NACKed behind the first"
+                    );
+                } else {
+                    assert_eq!(b.transactions.rnr_sent_behind, 0, "{context}");
+                }
+            }
+        }
+    }
 }
 
 /// §8.5.3.4: an RNR on a pull is handled at the target: it redelivers the
