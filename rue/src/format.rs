@@ -18,6 +18,22 @@
 //! bits 24..26 (the low two bits of byte 3), and the `gen` bit of an event is
 //! bit 511 (the top bit of byte 63).
 //!
+//! # Tables followed
+//!
+//! * Event: the OCP Falcon 0.9 §10.6.2.1 CC Event Queue table (p.88–91),
+//!   its 33 rows in order at their widths (512 bits; isekai `Event_GEN1`
+//!   agrees). `cc_metadata` is 24 bits, isekai's `eack_own:2` below its
+//!   22-bit `cc_metadata`: the ACK's OWN bits and its 22-bit RUE info
+//!   (spec/falcon.md §3.1, text over figure for the RUE-info width).
+//! * Result: the §10.6.2.2 CC Result Queue table (p.91–92) sums to 508 bits;
+//!   isekai's `Response_GEN1` order, which is the spec's plus
+//!   `event_queue_select:2` and `delay_select:2` after `retransmit_timeout`
+//!   (spec/rue.md §2.2, spec/falcon.md §7.2).
+//!
+//! `rue/tests/layout.rs` pins every field's first bit, written out by hand
+//! from these tables (e.g. event `fcwnd_fraction` at bit 167, result
+//! `delay_select` at 127), by known-answer encodes and decodes.
+//!
 //! # Who keeps the CC state
 //!
 //! The spec carries the per-connection CC state inside every event (time
