@@ -50,6 +50,29 @@ pub enum OrderingMode {
     Unordered,
 }
 
+/// The xLR drop filter of one connection (OCP Falcon 0.9 §11; spec/falcon.md
+/// §10: the spec names the filter, its NACK code 4, Resync codes 0x2 and
+/// 0x5 and the completions kCmplLocalXlr and kCmplRemoteErr, but leaves what
+/// sets it to the implementation). Here the connection manager or an
+/// operator sets it per connection and direction, for example to drain a
+/// flow being torn down or migrated: requests stop, each is finished with
+/// a named error, and both sliding windows keep moving. Off by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XlrFilter {
+    /// Our own requests on this connection match ("local xLR drop filter",
+    /// initiator table): each Pull Request or Push Data due to go out
+    /// (first transmission or retransmission) leaves as a Resync 0x2
+    /// ("local xLR flow") with its PSN and RSN, and the transaction
+    /// completes with kCmplLocalXlr once the Resync is acknowledged.
+    pub initiator: bool,
+    /// Requests received on this connection match (target table: "drop, no
+    /// resource reservation"; delivery receiver table: "drop packet and
+    /// send xLR drop NACK"): each is dropped with NACK code 4, the
+    /// initiator resyncs it (0x5, "remote xLR flow") and completes it with
+    /// kCmplRemoteErr.
+    pub target: bool,
+}
+
 /// What the connection manager sets up for one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionParams {
@@ -143,6 +166,8 @@ pub struct DeliveryConnection {
     pub(super) rack: Option<RackState>,
     /// First transmissions paused by OWN (isekai extension), per window.
     pub(super) own_paused: [bool; 2],
+    /// The xLR drop filter (off unless the CM sets it).
+    pub(super) xlr: XlrFilter,
     pub(super) round_robin: u8,
     // Receiver (§9.2).
     pub(super) rx_request: RxWindow,
@@ -181,6 +206,7 @@ impl DeliveryConnection {
             retransmit_timer: None,
             rack: config.rack_tlp.map(RackState::new),
             own_paused: [false; 2],
+            xlr: XlrFilter::default(),
             round_robin: 0,
             rx_request: RxWindow::new(Window::Request, params.rx_request_psn),
             rx_data: RxWindow::new(Window::Data, params.rx_data_psn),
@@ -350,6 +376,18 @@ impl DeliveryConnection {
         self.coalescing
             .add(now, CREDITS_PACKET, self.config.ack_coalescing_timeout);
         reason
+    }
+
+    /// Sets the connection's xLR drop filter ([`XlrFilter`]). Packets
+    /// already in flight are not recalled; the filter applies to what is
+    /// sent or received from now on.
+    pub fn set_xlr_filter(&mut self, filter: XlrFilter) {
+        self.xlr = filter;
+    }
+
+    /// The connection's xLR drop filter.
+    pub fn xlr_filter(&self) -> XlrFilter {
+        self.xlr
     }
 
     /// The target ULP acknowledged a delivered Push Data: set its data-ack

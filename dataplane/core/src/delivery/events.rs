@@ -294,6 +294,8 @@ pub struct DeliveryStats {
     pub retransmits_early: u64,
     /// Resyncs sent (first transmissions of a Resync).
     pub resyncs_sent: u64,
+    /// Requests the local xLR drop filter sent as Resyncs 0x2 instead.
+    pub xlr_local: u64,
     /// BACKs sent.
     pub backs_sent: u64,
     /// EACKs sent.

@@ -89,7 +89,7 @@ mod tests;
 
 pub use buffer_level::{BufferLevel, PoolOccupancy};
 pub use config::{ConfigError, DeliveryConfig, OwnPause, RackTlpConfig};
-pub use connection::{ConnectionParams, DeliveryConnection, OrderingMode, RttEstimate};
+pub use connection::{ConnectionParams, DeliveryConnection, OrderingMode, RttEstimate, XlrFilter};
 pub use events::{
     ConnectionError, DeliveryStats, Event, Refusal, ResyncError, RxOutcome, SubmitError, UlpError,
     UlpNack,

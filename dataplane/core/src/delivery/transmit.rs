@@ -17,7 +17,8 @@ use crate::delivery::tx_window::SentPacket;
 use crate::seq::{Psn, Rsn};
 use crate::time::{timing_wheel_units, Timestamp};
 use crate::wire::{
-    BaseHeader, FalconRepr, PullDataRepr, PullRequestRepr, PushDataRepr, ResyncRepr, Window,
+    BaseHeader, FalconRepr, PullDataRepr, PullRequestRepr, PushDataRepr, ResyncCode, ResyncRepr,
+    Window,
 };
 
 /// The three first-transmission queues.
@@ -251,6 +252,25 @@ impl DeliveryConnection {
         }
     }
 
+    /// OCP Falcon 0.9 §11 initiator table, "Match local xLR drop filter":
+    /// request `psn`, just given its PSN, goes out as a Resync 0x2 ("local
+    /// xLR flow") instead, so the target skips its RSN and both windows move
+    /// on; the transaction completes with kCmplLocalXlr when the Resync is
+    /// acknowledged. Out of the hot path: the filter is off unless set.
+    #[cold]
+    #[inline(never)]
+    fn send_local_xlr_resync(
+        &mut self,
+        now: Timestamp,
+        window: Window,
+        psn: Psn,
+    ) -> Option<TxPacket> {
+        self.stats.packets_sent += 1;
+        self.stats.xlr_local += 1;
+        self.start_resync(window, psn, ResyncCode::LocalXlrFlow);
+        self.send_retransmission(now, window, psn)
+    }
+
     /// The first transmission of a Pull Data, the one kind free of our RSN
     /// order, while a retransmission holds the requests.
     fn send_first_pull_data(&mut self, now: Timestamp) -> Option<TxPacket> {
@@ -305,6 +325,9 @@ impl DeliveryConnection {
             packet.payload_len,
             packet.handle,
         );
+        if kind.is_request() && self.xlr.initiator {
+            return self.send_local_xlr_resync(now, window, psn);
+        }
         self.stats.packets_sent += 1;
         self.arm_retransmit_timer(self.rto_deadline(now));
         let fields = SlotFields {
@@ -324,7 +347,14 @@ impl DeliveryConnection {
         window: Window,
         psn: Psn,
     ) -> Option<TxPacket> {
-        let slot = *self.tx(window).slot(psn)?;
+        let mut slot = *self.tx(window).slot(psn)?;
+        if self.xlr.initiator
+            && matches!(slot.kind, SentKind::Transaction(kind) if kind.is_request())
+        {
+            self.stats.xlr_local += 1;
+            self.start_resync(window, psn, ResyncCode::LocalXlrFlow);
+            slot = *self.tx(window).slot(psn)?;
+        }
         // A Resync's first transmission is reported as such, not as a
         // retransmission (`retransmitted` is cleared when the slot turns into
         // a Resync).

@@ -176,7 +176,9 @@ use psp::{
 };
 use rue::{CcResult, Profiles, Rue, RueChannel, RueConfig};
 
-use crate::delivery::{BufferLevel, CcState, ConnectionParams, DeliveryConnection, PoolOccupancy};
+use crate::delivery::{
+    BufferLevel, CcState, ConnectionParams, DeliveryConnection, PoolOccupancy, XlrFilter,
+};
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::random::SplitMix64;
 use crate::resources::{Account, Alpha, Credit, Resources};
@@ -444,6 +446,21 @@ impl Engine {
         if let Some(conn) = self.conn_mut(connection) {
             conn.account.alpha = Alpha(alpha.0.max(1));
         }
+    }
+
+    /// Sets a connection's xLR drop filter ([`XlrFilter`]: OCP Falcon 0.9
+    /// §11, off by default). Returns whether the connection exists. Queued
+    /// requests meet the filter when they are sent.
+    pub fn set_xlr_filter(&mut self, connection: ConnectionHandle, filter: XlrFilter) -> bool {
+        let Some(slot) = self.slot(connection) else {
+            return false;
+        };
+        let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
+            return false;
+        };
+        conn.delivery.set_xlr_filter(filter);
+        self.data_ring.activate(slot);
+        true
     }
 
     // --- Outputs --------------------------------------------------------

@@ -17,7 +17,7 @@ use crate::drop::DropReason;
 use crate::engine::{arm_connection, Engine};
 use crate::time::Timestamp;
 use crate::transaction::{decode_handle, Role};
-use crate::wire::{FalconRepr, FrameTemplate};
+use crate::wire::{FalconRepr, FrameTemplate, ResyncCode};
 
 impl Engine {
     /// Builds the next frame to send into `buf` (at least
@@ -91,6 +91,12 @@ impl Engine {
                 },
                 (None, None) => {
                     self.stats.resyncs += 1;
+                    if let FalconRepr::Resync(resync) = &packet.repr {
+                        if resync.code == ResyncCode::LocalXlrFlow {
+                            conn.initiator
+                                .on_local_xlr_sent(now, resync.header.rsn, packet.psn());
+                        }
+                    }
                     &[]
                 }
                 (handle, Some(reason)) => {

@@ -399,6 +399,15 @@ impl Initiator {
         self.slots[index].request.as_slice()
     }
 
+    /// Our request `rsn` left as a Resync 0x2 (the local xLR drop filter,
+    /// OCP Falcon 0.9 §11): if this was its first transmission, it is
+    /// recorded sent as [`first_transmit`](Self::first_transmit) would.
+    pub fn on_local_xlr_sent(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) {
+        if let Some(index) = self.index(rsn).filter(|&i| self.slots[i].psn.is_none()) {
+            self.mark_sent(index, now, psn);
+        }
+    }
+
     /// The payload of our packet `rsn` (for building it).
     pub fn payload(&self, rsn: Rsn) -> Option<&[u8]> {
         self.index(rsn).map(|i| self.slots[i].request.as_slice())
@@ -523,11 +532,14 @@ impl Initiator {
                     slot.outcome = Some((CompletionStatus::Ack, 0));
                 }
             }
-            SentKind::Resync { .. } => {
+            SentKind::Resync { code, .. } => {
                 // §9.3.3.5 (CIE NACK): the push completes in error once the
-                // Resync moved the target's window on.
+                // Resync moved the target's window on; likewise a request
+                // the local xLR drop filter matched (§11: kCmplLocalXlr).
                 if let Some(nacked) = slot.nacked.take() {
                     slot.outcome.get_or_insert(nacked);
+                } else if code == ResyncCode::LocalXlrFlow {
+                    slot.outcome.get_or_insert((CompletionStatus::LocalXlr, 0));
                 }
             }
             SentKind::Transaction(PacketKind::PullData) => return,

@@ -252,6 +252,15 @@ impl Target {
                 }
             }
         }
+        if ctx.delivery.xlr_filter().target {
+            // §11 target table, "Match local xLR drop filter: Drop, no
+            // resource reservation"; the delivery sublayer sends the xLR
+            // drop NACK (code 4) and the initiator resyncs the RSN away.
+            let reason = ctx.delivery.refuse(ctx.now, arrival, Refusal::Xlr);
+            ctx.shared.drops.record(reason);
+            self.keep_hole(fresh);
+            return;
+        }
         if kind == TransactionKind::Push && self.behind_block(rsn) {
             self.nack_behind_block(ctx, arrival, index, fresh);
             return;

@@ -131,6 +131,9 @@ pub enum CompletionStatus {
     TargetCompletionInError = 0x1,
     /// kCmplTargetNackNRE (0x3): the target ULP had a non-recoverable error.
     TargetNonRecoverableError = 0x3,
+    /// kCmplLocalXlr (0xF; "kCmplXlr" in the initiator table): the local
+    /// xLR drop filter matched it, and a Resync 0x2 took its PSN.
+    LocalXlr = 0xF,
 }
 
 impl CompletionStatus {
@@ -150,6 +153,7 @@ impl CompletionStatus {
             CompletionStatus::OperationError => "kCmplOpErr",
             CompletionStatus::DeadConnection => "kCmplDeadConn",
             CompletionStatus::RemoteError => "kCmplRemoteErr",
+            CompletionStatus::LocalXlr => "kCmplLocalXlr",
         }
     }
 

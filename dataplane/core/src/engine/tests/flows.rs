@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use core::time::Duration;
 
 use super::harness::{Answer, Pair, Policy, Setup};
-use crate::delivery::{DeliveryConfig, OrderingMode, UlpNack};
+use crate::delivery::{DeliveryConfig, OrderingMode, UlpNack, XlrFilter};
 use crate::drop::DropReason;
 use crate::port::Faults;
 use crate::resources::Credit;
@@ -173,6 +173,85 @@ fn long_rnr_timeouts_fail_no_later_request() {
                     assert_eq!(b.transactions.rnr_sent_behind, 0, "{context}");
                 }
             }
+        }
+    }
+}
+
+/// OCP Falcon 0.9 §11, the xLR drop filter at both ends, on ordered and
+/// unordered connections with pushes and pulls: set at the target, every
+/// request is dropped with NACK code 4 (no resources taken, nothing
+/// delivered), resynced away with 0x5 and completed kCmplRemoteErr; set at
+/// the initiator, every request leaves as a Resync 0x2 and completes
+/// kCmplLocalXlr, and the target delivers nothing. Cleared, the same
+/// connection carries transactions again: both windows moved on.
+#[test]
+fn xlr_drop_filter_at_either_end_finishes_requests_by_name() {
+    for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
+        for (side, expected) in [
+            (1, CompletionStatus::RemoteError),
+            (0, CompletionStatus::LocalXlr),
+        ] {
+            let mut pair = Pair::new(Setup {
+                ordering,
+                ..Setup::default()
+            });
+            let handle = pair.nodes[side].conns[0];
+            let filter = if side == 1 {
+                XlrFilter {
+                    target: true,
+                    ..XlrFilter::default()
+                }
+            } else {
+                XlrFilter {
+                    initiator: true,
+                    ..XlrFilter::default()
+                }
+            };
+            assert!(pair.nodes[side].engine.set_xlr_filter(handle, filter));
+            for k in 0..12 {
+                let kind = if k % 3 == 2 {
+                    TransactionKind::Pull
+                } else {
+                    TransactionKind::Push
+                };
+                pair.queue(0, 0, kind, 100 + k * 10);
+            }
+            pair.run_to_completion(Duration::from_millis(200));
+            let context = format!("{ordering:?}, filter at side {side}");
+            let done = statuses(&pair, 0);
+            assert_eq!(done.len(), 12, "{context}");
+            assert!(
+                done.iter().all(|&(_, status, _)| status == expected),
+                "{context}: {done:?}"
+            );
+            assert!(pair.nodes[1].deliveries[0].is_empty(), "{context}");
+            let (a, b) = (pair.nodes[0].engine.stats(), pair.nodes[1].engine.stats());
+            assert_eq!(a.transactions.completions[usize::from(expected.code())], 12);
+            let snapshot = pair.nodes[0]
+                .engine
+                .connection_snapshot(pair.nodes[0].conns[0]);
+            let resyncs = snapshot.unwrap().delivery.resyncs_sent;
+            assert!(resyncs >= 12, "{context}: one Resync a request, {resyncs}");
+            if side == 1 {
+                assert!(b.drops.get(DropReason::XlrDrop) >= 12, "{context}");
+            } else {
+                assert_eq!(b.drops.get(DropReason::XlrDrop), 0, "{context}");
+            }
+            // Cleared: the connection carries transactions again.
+            assert!(pair.nodes[side]
+                .engine
+                .set_xlr_filter(handle, XlrFilter::default()));
+            pair.queue(0, 0, TransactionKind::Push, 300);
+            pair.queue(0, 0, TransactionKind::Pull, 400);
+            pair.run_to_completion(Duration::from_millis(200));
+            let done = statuses(&pair, 0);
+            assert_eq!(done.len(), 14, "{context}");
+            assert!(
+                done[12..]
+                    .iter()
+                    .all(|&(_, status, _)| status == CompletionStatus::Ack),
+                "{context}: {done:?}"
+            );
         }
     }
 }
