@@ -2,42 +2,52 @@
 //!
 //! An initiator engine and a target engine run on one core, in one process,
 //! over the in-process loopback with seeded faults (loss, reordering,
-//! duplication), PSP on, Swift congestion control in the inline RUE (or,
-//! with `--rue-thread`, one RUE core on its own thread serving both engines
-//! through one event/result queue pair each, DESIGN §3). The
-//! initiator keeps `--depth` transactions outstanding, a mix of pushes and
-//! pulls of random sizes; the target checks every pushed byte and serves
-//! every pull with bytes the initiator checks in turn. Time is the real
+//! duplication, and with `--corrupt` a flipped bit), PSP on, Swift
+//! congestion control in the inline RUE (or, with `--rue-thread`, one RUE
+//! core on its own thread serving both engines through one event/result
+//! queue pair each, DESIGN §3). The initiator keeps `--depth` transactions
+//! outstanding, a mix of pushes and pulls of random sizes; the target checks
+//! every pushed byte and serves every pull with bytes the initiator checks
+//! in turn. The target's ULP may answer a first delivery with an RNR NACK
+//! (`--rnr`) or complete a transaction in error (`--cie`): the demo holds
+//! each completion to what the target decided ([`ulp`]). Time is the real
 //! clock (so timers, RTTs and latencies are this machine's), read at each
 //! node's receive and transmit so that, as between two hosts, a node's own
 //! processing falls between its receive and ACK timestamps and Swift does
 //! not count it as fabric delay (read once per loop turn, a debug build's
 //! millisecond turns drove the fabric window to its floor); the faults are
-//! seeded. The run fails (exit 1) if any transaction is lost, duplicated,
-//! completes in error, or carries a wrong byte.
+//! seeded. After the last completion the loopback is drained, faults off,
+//! so that every corrupted frame has reached its receiver and is accounted
+//! for ([`corruption`]). The run fails (exit 1) if any transaction is lost,
+//! duplicated, completes out of order on an ordered connection or in error
+//! other than as the target's ULP decided, carries a wrong byte, or if a
+//! corrupted frame is neither dropped by name nor harmless.
 //!
 //! What runs — addresses, PSP, the connection (CIDs, initial PSNs and
-//! RSNs, ordering), delivery, resources, RUE, workload and faults — is the
-//! embedded default, a `--config` file and the flags, merged and checked by
-//! [`crate::democfg`].
-//!
-//! Each transaction's ULP header is its 8-byte tag; the bytes after it are a
-//! function of the tag, so either side can verify without shared state.
+//! RSNs, ordering), delivery, resources, RUE, workload, the target ULP's
+//! answers and faults — is the embedded default, a `--config` file and the
+//! flags, merged and checked by [`crate::democfg`].
 
-use std::collections::{HashMap, HashSet};
+mod corruption;
+mod report;
+mod ulp;
+
 use std::time::{Duration, Instant};
 
 use falcon_core::engine::{connect, rekey_pair, ConnectionHandle, Engine};
-use falcon_core::port::{FaultInjector, Loopback, LoopbackConfig};
+use falcon_core::port::{FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::random::{Random, SplitMix64};
 use falcon_core::time::Timestamp;
-use falcon_core::transaction::{CompletionStatus, Transaction, TransactionKind, UlpEvent};
-use hdrhistogram::Histogram;
-use serde::Serialize;
+use falcon_core::transaction::UlpEvent;
 
-use crate::democfg::schema::{Ordering, PspVersion, RuePlacement};
+use crate::democfg::schema::Ordering;
 use crate::democfg::EffectiveConfig;
 use crate::error::{AppError, Result};
+
+pub use report::{print_text, Report};
+
+use corruption::Corruption;
+use ulp::{InitiatorUlp, TargetAnswers};
 
 /// Shortest time between two key rotations, and the multiple of the
 /// connection's smoothed RTT it grows to. Each rotation first retires the
@@ -76,86 +86,154 @@ const BURST: usize = 32;
 /// in `dataplane/app/PERFORMANCE.md`, "Transmit bursts of a bounded
 /// length").
 const TX_BURST: usize = 8;
-/// The ULP header: the transaction's tag.
-const TAG_LEN: usize = 8;
+/// Longest the loopback may take to drain after the last completion: with
+/// the faults off a frame arrives 2 µs after it is sent, a held one within
+/// `faults.reorder_delay_us` (at most 1 s).
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub ok: bool,
-    /// `AES-GCM-128`, `AES-GCM-256` or `off`.
-    pub psp: String,
-    /// The RUE's algorithm (`Swift`, `DCQCN`, `bypass RUE`, `no RUE`).
-    pub rue: String,
-    /// Where it ran: `inline` or `thread` (its own thread, both nodes'
-    /// events through one queue pair each).
-    pub rue_placement: String,
-    /// `ordered` or `unordered`.
-    pub ordering: String,
-    pub transactions: u64,
-    pub pushes: u64,
-    pub pulls: u64,
-    pub verified_bytes: u64,
-    /// Pushes the target received zero-copy: their frame buffers went to
-    /// its ULP, exchanged for recycled spares, instead of being copied
-    /// (pushes of at least `ZERO_COPY_MIN_LEN` bytes).
-    pub zero_copy_receives: u64,
-    /// Pulls whose Pull Data the initiator received zero-copy: the frame
-    /// buffer completed to its ULP the same way (Pull Data of at least
-    /// `ZERO_COPY_MIN_LEN` bytes).
-    pub zero_copy_pull_data: u64,
-    pub failures: u64,
-    pub elapsed_s: f64,
-    pub transactions_per_sec: f64,
-    pub goodput_gbps: f64,
-    pub latency_p50_us: f64,
-    pub latency_p99_us: f64,
-    pub latency_max_us: f64,
-    pub loss: f64,
-    pub reorder: f64,
-    pub duplicate: f64,
-    pub frames: u64,
-    pub retransmissions: u64,
-    pub retransmissions_timeout: u64,
-    pub retransmissions_early: u64,
-    pub resyncs: u64,
-    /// Live PSP key rotations of both nodes (`--rotate-keys-every`).
-    pub key_rotations: u64,
-    pub drops: HashMap<String, u64>,
-    pub rue_events: u64,
-    pub rue_results: u64,
-    pub fcwnd_min: f64,
-    pub fcwnd_max: f64,
-    pub ncwnd_min: u16,
-    pub ncwnd_max: u16,
-    pub rtt_samples: u64,
-    pub rtt_min_us: f64,
-    pub rtt_mean_us: f64,
-    pub rtt_max_us: f64,
-    /// What failed, when `ok` is false (at most 20 lines).
-    pub failure_reasons: Vec<String>,
+/// The engines' clock: nanoseconds since the run started, from 1 s so the
+/// PSP IVs (ps) and the replay windows start well above zero.
+fn stamp(start: Instant, at: Instant) -> Timestamp {
+    Timestamp::from_nanos(1_000_000_000 + at.duration_since(start).as_nanos() as u64)
 }
 
-/// Bytes of a transaction with `tag`: the tag, then a tag-seeded pattern.
-fn fill(tag: u64, len: usize, out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(&tag.to_be_bytes()[..TAG_LEN.min(len)]);
-    let mut rng = SplitMix64::new(tag ^ 0x5eed);
-    while out.len() < len {
-        out.extend_from_slice(&rng.next_u64().to_le_bytes()[..(len - out.len()).min(8)]);
+/// The two nodes: engines, their ends of the connection and of the
+/// loopback, and with a RUE thread their queue pairs to it.
+struct Nodes {
+    initiator: Engine,
+    target: Engine,
+    conn_i: ConnectionHandle,
+    conn_t: ConnectionHandle,
+    /// The initiator's end, then the target's; each injects faults into
+    /// what its node sends.
+    ports: [FaultInjector<LoopbackPort>; 2],
+    tx: [Vec<FrameBuf>; 2],
+    rx: Vec<FrameBuf>,
+    rue_channels: Vec<rue::RueChannel>,
+}
+
+/// The two ULPs and what the run found.
+struct Ulps {
+    initiator: InitiatorUlp,
+    target: TargetAnswers,
+    scratch: Vec<u8>,
+    report: Report,
+    failures: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Initiator,
+    Target,
+}
+
+impl Nodes {
+    /// One turn of each node: receive a burst, run due timers, exchange
+    /// with the RUE thread, hand the events to the ULPs, transmit. Returns
+    /// the last time read.
+    fn turn(&mut self, start: Instant, ulps: &mut Ulps) -> Result<Timestamp> {
+        let mut now = stamp(start, Instant::now());
+        for side in [Side::Initiator, Side::Target] {
+            let (engine, port, tx, conn) = match side {
+                Side::Initiator => (
+                    &mut self.initiator,
+                    &mut self.ports[0],
+                    &mut self.tx[0],
+                    self.conn_i,
+                ),
+                Side::Target => (
+                    &mut self.target,
+                    &mut self.ports[1],
+                    &mut self.tx[1],
+                    self.conn_t,
+                ),
+            };
+            // The clock is read again at each node's receive and transmit:
+            // the two nodes share this core, and a time read once per turn
+            // would put the peer's whole processing into the RTT as fabric
+            // delay. Stamped this way, the receiver's processing falls
+            // between its t2 (receive) and t3 (ACK sent) and is subtracted
+            // (OCP Falcon §10.3: fabric delay = (t4 − t1) − (t3 − t2)), as
+            // it is between two hosts.
+            let wall = Instant::now();
+            now = stamp(start, wall);
+            engine.receive_burst(now, port, &mut self.rx, BURST);
+            if engine.poll_timeout().is_some_and(|t| t <= now) {
+                engine.handle_timeout(now);
+            }
+            if let Some(channel) = self.rue_channels.get_mut(side as usize) {
+                if !exchange_with_rue(engine, channel, now) {
+                    ulps.failures
+                        .push("a CC event found the RUE queue full".into());
+                }
+            }
+            while let Some(event) = engine.poll_event() {
+                match event {
+                    UlpEvent::Request(r) => ulps.target.serve(
+                        engine,
+                        now,
+                        wall,
+                        conn,
+                        r,
+                        &mut ulps.scratch,
+                        &mut ulps.report,
+                        &mut ulps.failures,
+                    )?,
+                    UlpEvent::Completion(c) => ulps.initiator.complete(
+                        engine,
+                        wall,
+                        c,
+                        &mut ulps.target,
+                        &mut ulps.scratch,
+                        &mut ulps.report,
+                        &mut ulps.failures,
+                    ),
+                    UlpEvent::Xoff { .. } => ulps.initiator.xoff = true,
+                    UlpEvent::Xon { .. } => ulps.initiator.xoff = false,
+                    UlpEvent::ConnectionError { fault, .. } => {
+                        ulps.failures.push(format!("connection error: {fault:?}"));
+                    }
+                }
+            }
+            // Bursts of `TX_BURST`, the clock read before each: a frame's
+            // t1 is then at most a burst's building time before it leaves.
+            let read = || {
+                now = stamp(start, Instant::now());
+                now
+            };
+            engine.transmit_bursts(read, port, tx, TX_BURST);
+        }
+        Ok(now)
     }
-}
 
-/// Checks `data` is what `fill(tag, len)` makes; returns the tag it names.
-fn verify(data: &[u8], scratch: &mut Vec<u8>) -> Option<u64> {
-    let tag = u64::from_be_bytes(data.get(..TAG_LEN)?.try_into().ok()?);
-    fill(tag, data.len(), scratch);
-    (scratch.as_slice() == data).then_some(tag)
-}
+    /// Nothing in flight or held back either way.
+    fn drained(&self) -> bool {
+        self.ports
+            .iter()
+            .all(|port| port.held() == 0 && port.inner().in_flight() == 0)
+    }
 
-struct Outstanding {
-    kind: TransactionKind,
-    len: usize,
-    submitted: Instant,
+    /// After the last completion: the faults off, turns until every frame
+    /// sent has reached its receiver, so the corrupted ones are counted
+    /// where they ended. Frames the engines still send (ACKs, a late
+    /// retransmission) go through the same checks.
+    fn drain(&mut self, start: Instant, ulps: &mut Ulps) -> Result<()> {
+        for port in &mut self.ports {
+            port.faults = Faults::default();
+        }
+        let until = Instant::now() + DRAIN_LIMIT;
+        while !self.drained() {
+            if Instant::now() > until {
+                ulps.failures.push(format!(
+                    "frames still in flight {} s after the last completion",
+                    DRAIN_LIMIT.as_secs()
+                ));
+                break;
+            }
+            self.turn(start, ulps)?;
+        }
+        Ok(())
+    }
 }
 
 /// Runs the demo on `effective` (checked here: a bad value is exit 2 by
@@ -164,12 +242,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     let setup = effective.setup()?;
     let workload = &setup.workload;
     let start = Instant::now();
-    // The engines' clock: nanoseconds since the run started, from 1 s so the
-    // PSP IVs (ps) and the replay windows start well above zero.
-    let clock = |at: Instant| {
-        Timestamp::from_nanos(1_000_000_000 + at.duration_since(start).as_nanos() as u64)
-    };
-    let mut now = clock(Instant::now());
+    let now = stamp(start, Instant::now());
 
     let engine_error = |e| effective.engine_error(e);
     let mut initiator = Engine::new(setup.initiator.clone(), now).map_err(engine_error)?;
@@ -199,24 +272,32 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     }
 
     let (pa, pb) = Loopback::pair(LoopbackConfig::default());
-    let mut port_i = FaultInjector::new(pa, setup.faults, workload.seed.wrapping_add(2));
-    let mut port_t = FaultInjector::new(pb, setup.faults, workload.seed.wrapping_add(3));
-
-    // `setup` keeps every size within 8..=max_payload.
-    let sizes = &workload.sizes;
-    let mut rng = SplitMix64::new(workload.seed);
-    let mut outstanding: HashMap<u64, Outstanding> = HashMap::new();
-    let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-        .map_err(|e| AppError::Failed(format!("histogram: {e}")))?;
-    let mut report = Report::new(effective);
-    let mut failures: Vec<String> = Vec::new();
-    let mut scratch = Vec::new();
-    // Push tags the target ULP has taken: each exactly once.
-    let mut pushed: HashSet<u64> = HashSet::new();
-    let (mut rx, mut tx_i, mut tx_t) = (Vec::new(), Vec::new(), Vec::new());
-    let mut next_tag: u64 = 1;
-    let mut completed: u64 = 0;
-    let mut xoff = false;
+    let mut ports = [
+        FaultInjector::new(pa, setup.faults, workload.seed.wrapping_add(2)),
+        FaultInjector::new(pb, setup.faults, workload.seed.wrapping_add(3)),
+    ];
+    for port in &mut ports {
+        port.log_flips();
+    }
+    let mut nodes = Nodes {
+        initiator,
+        target,
+        conn_i,
+        conn_t,
+        ports,
+        tx: [Vec::new(), Vec::new()],
+        rx: Vec::new(),
+        rue_channels,
+    };
+    let ordered = effective.config.connection.ordering == Ordering::Ordered;
+    let rnr_timeout = setup.target_ulp.rnr_timeout.as_duration();
+    let mut ulps = Ulps {
+        initiator: InitiatorUlp::new(workload.seed, ordered.then_some(setup.pair.sequence.tx_rsn))?,
+        target: TargetAnswers::new(setup.target_ulp, workload.seed),
+        scratch: Vec::new(),
+        report: Report::new(effective, rnr_timeout),
+        failures: Vec::new(),
+    };
     let deadline = start + workload.timeout;
     let mut rotations: u64 = 0;
     let mut last_rotation: Option<Timestamp> = None;
@@ -226,157 +307,46 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     };
     let mut last_progress = Instant::now();
 
-    while completed < workload.transactions {
+    while ulps.initiator.completed < workload.transactions {
         let wall = Instant::now();
-        now = clock(wall);
         if wall > deadline {
-            failures.push(format!(
+            ulps.failures.push(format!(
                 "timed out after {:.1} s with {} of {} transactions complete",
                 workload.timeout.as_secs_f64(),
-                completed,
+                ulps.initiator.completed,
                 workload.transactions
             ));
             break;
         }
-
         // Initiator ULP: keep `depth` transactions outstanding.
-        while !xoff && next_tag <= workload.transactions && outstanding.len() < workload.depth {
-            let len = sizes[(rng.next_u64() % sizes.len() as u64) as usize];
-            let push = (rng.next_u64() % 1000) < (workload.push_fraction * 1000.0) as u64;
-            let tag = next_tag;
-            let transaction = if push {
-                let mut payload = Vec::with_capacity(len);
-                fill(tag, len, &mut payload);
-                Transaction::push(tag, payload)
-            } else {
-                Transaction::pull(tag, len as u16, tag.to_be_bytes().to_vec())
-            };
-            match initiator.submit(now, conn_i, transaction) {
-                Ok(_) => {
-                    let kind = if push {
-                        TransactionKind::Push
-                    } else {
-                        TransactionKind::Pull
-                    };
-                    outstanding.insert(
-                        tag,
-                        Outstanding {
-                            kind,
-                            len,
-                            submitted: wall,
-                        },
-                    );
-                    next_tag += 1;
-                }
-                // Resources or credits exhausted: retry on a later turn.
-                Err(rejected) => {
-                    initiator.recycle(rejected.payload);
-                    break;
-                }
-            }
-        }
+        let now = stamp(start, wall);
+        ulps.initiator
+            .submit(&mut nodes.initiator, now, wall, conn_i, workload);
+        let now = nodes.turn(start, &mut ulps)?;
 
-        for side in [Side::Initiator, Side::Target] {
-            let (engine, port, tx, conn) = match side {
-                Side::Initiator => (&mut initiator, &mut port_i, &mut tx_i, conn_i),
-                Side::Target => (&mut target, &mut port_t, &mut tx_t, conn_t),
-            };
-            // The clock is read again at each node's receive and transmit:
-            // the two nodes share this core, and a time read once per turn
-            // would put the peer's whole processing into the RTT as fabric
-            // delay. Stamped this way, the receiver's processing falls
-            // between its t2 (receive) and t3 (ACK sent) and is subtracted
-            // (OCP Falcon §10.3: fabric delay = (t4 − t1) − (t3 − t2)), as
-            // it is between two hosts.
-            now = clock(Instant::now());
-            engine.receive_burst(now, port, &mut rx, BURST);
-            if engine.poll_timeout().is_some_and(|t| t <= now) {
-                engine.handle_timeout(now);
-            }
-            if let Some(channel) = rue_channels.get_mut(side as usize) {
-                if !exchange_with_rue(engine, channel, now) {
-                    failures.push("a CC event found the RUE queue full".into());
-                }
-            }
-            while let Some(event) = engine.poll_event() {
-                match event {
-                    UlpEvent::Request(r) => {
-                        serve(
-                            engine,
-                            now,
-                            conn,
-                            r,
-                            &mut scratch,
-                            &mut pushed,
-                            &mut report,
-                            &mut failures,
-                        )?;
-                    }
-                    UlpEvent::Completion(c) => {
-                        let Some(o) = outstanding.remove(&c.tag) else {
-                            failures.push(format!(
-                                "transaction {} completed twice or was never submitted",
-                                c.tag
-                            ));
-                            continue;
-                        };
-                        completed += 1;
-                        latency
-                            .saturating_record(wall.duration_since(o.submitted).as_nanos() as u64);
-                        if c.status != CompletionStatus::Ack {
-                            failures.push(format!(
-                                "transaction {} ({:?}) completed with {:?}",
-                                c.tag, o.kind, c.status
-                            ));
-                        } else if o.kind == TransactionKind::Pull {
-                            report.pulls += 1;
-                            if c.data.len() != o.len || verify(&c.data, &mut scratch) != Some(c.tag)
-                            {
-                                failures.push(format!(
-                                    "pull {}: data differs from what the target served",
-                                    c.tag
-                                ));
-                            } else {
-                                report.verified_bytes += c.data.len() as u64;
-                            }
-                        } else {
-                            report.pushes += 1;
-                        }
-                        engine.recycle(c.data);
-                        engine.recycle(c.request);
-                    }
-                    UlpEvent::Xoff { .. } => xoff = true,
-                    UlpEvent::Xon { .. } => xoff = false,
-                    UlpEvent::ConnectionError { fault, .. } => {
-                        failures.push(format!("connection error: {fault:?}"));
-                    }
-                }
-            }
-            // Bursts of `TX_BURST`, the clock read before each: a frame's
-            // t1 is then at most a burst's building time before it leaves.
-            let read = || {
-                now = clock(Instant::now());
-                now
-            };
-            engine.transmit_bursts(read, port, tx, TX_BURST);
-        }
-
+        let completed = ulps.initiator.completed;
         if completed >= next_rotation
             && last_rotation.map_or(true, |t| {
-                now >= t + rotation_interval(&initiator, conn_i, &target, conn_t)
+                now >= t + rotation_interval(&nodes.initiator, conn_i, &nodes.target, conn_t)
             })
         {
             last_rotation = Some(now);
             next_rotation = completed.saturating_add(setup.rotate_every);
             rotations += 1;
             let keys = (workload.seed, rotations);
-            if let Err(e) = rotate_keys(&mut initiator, &mut target, (conn_i, conn_t), &setup, keys)
-            {
-                failures.push(format!("key rotation {rotations}: {e}"));
+            let connections = (conn_i, conn_t);
+            if let Err(e) = rotate_keys(
+                &mut nodes.initiator,
+                &mut nodes.target,
+                connections,
+                &setup,
+                keys,
+            ) {
+                ulps.failures.push(format!("key rotation {rotations}: {e}"));
             }
         }
 
-        if !failures.is_empty() && failures.len() >= 20 {
+        if ulps.failures.len() >= 20 {
             break;
         }
         if !quiet && last_progress.elapsed() >= Duration::from_secs(1) {
@@ -385,19 +355,66 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
                 "  {:>6.1} s  {completed:>9} of {} transactions  {} retransmissions",
                 start.elapsed().as_secs_f64(),
                 workload.transactions,
-                initiator.stats().retransmissions + target.stats().retransmissions
+                nodes.initiator.stats().retransmissions + nodes.target.stats().retransmissions
             );
         }
     }
 
     let elapsed = start.elapsed();
+    let completed = ulps.initiator.completed;
+    let finished = completed == workload.transactions && ulps.failures.len() < 20;
+    if finished {
+        nodes.drain(start, &mut ulps)?;
+    }
     if let Some(thread) = rue_thread {
         if thread.stop().is_none() {
-            failures.push("the RUE thread panicked".into());
+            ulps.failures.push("the RUE thread panicked".into());
         }
     }
+
+    let Ulps {
+        initiator: initiator_ulp,
+        target: target_ulp,
+        mut report,
+        mut failures,
+        ..
+    } = ulps;
     report.transactions = completed;
-    report.finish(&initiator, &target, &latency, elapsed);
+    report.finish(
+        &nodes.initiator,
+        &nodes.target,
+        &initiator_ulp.latency,
+        elapsed,
+    );
+    report.rnr_nacks_sent_push = target_ulp.rnr_sent_push;
+    report.rnr_nacks_sent_pull = target_ulp.rnr_sent_pull;
+    report.rnr_nacks_sent = target_ulp.rnr_sent_push + target_ulp.rnr_sent_pull;
+    report.rnr_wait_max_us = initiator_ulp.longest_rnr_wait.as_secs_f64() * 1e6;
+    report.rnr_redelivery_wait_max_us = target_ulp.longest_redelivery_wait.as_secs_f64() * 1e6;
+    if finished && target_ulp.completions_in_error_pending() > 0 {
+        failures.push(format!(
+            "{} transactions the target's ULP completed in error never completed so",
+            target_ulp.completions_in_error_pending()
+        ));
+    }
+
+    // Every corrupted frame: dropped by a named check, or harmless.
+    let mut corruption = Corruption::new(effective.config.target.ip);
+    for port in &mut nodes.ports {
+        corruption.absorb(port);
+    }
+    let mut drops = nodes.initiator.stats().drops;
+    drops.merge(&nodes.target.stats().drops);
+    let account = corruption.close(&drops, setup.rotate_every > 0);
+    report.corrupted_frames = account.frames;
+    report.corrupted_harmless = account.harmless;
+    report.corruption_drops = account.drops;
+    // Checked once every frame arrived (`drain`), else not meaningful.
+    if finished {
+        report.corruption_accounted = account.mismatch.is_none();
+        failures.extend(account.mismatch);
+    }
+
     report.failures = failures.len() as u64;
     report.ok = failures.is_empty() && completed == workload.transactions;
     failures.truncate(20);
@@ -453,281 +470,10 @@ fn exchange_with_rue(engine: &mut Engine, channel: &mut rue::RueChannel, now: Ti
     ok
 }
 
-#[derive(Clone, Copy)]
-enum Side {
-    Initiator,
-    Target,
-}
-
-/// Target ULP: verify a push (bytes, and that it arrives once) and
-/// acknowledge it; serve a pull.
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    engine: &mut Engine,
-    now: Timestamp,
-    conn: ConnectionHandle,
-    request: falcon_core::transaction::Request,
-    scratch: &mut Vec<u8>,
-    pushed: &mut HashSet<u64>,
-    report: &mut Report,
-    failures: &mut Vec<String>,
-) -> Result<()> {
-    match request.kind {
-        TransactionKind::Push => {
-            match verify(&request.payload, scratch) {
-                Some(tag) if pushed.insert(tag) => {
-                    report.verified_bytes += request.payload.len() as u64
-                }
-                Some(tag) => failures.push(format!(
-                    "push {tag} (RSN {}) delivered to the target twice",
-                    request.rsn
-                )),
-                None => failures.push(format!(
-                    "push RSN {}: payload differs from what was sent",
-                    request.rsn
-                )),
-            }
-            engine
-                .ulp_ack(now, conn, request.rsn)
-                .map_err(|e| AppError::Failed(format!("ULP ACK of RSN {}: {e:?}", request.rsn)))?;
-            engine.recycle(request.payload);
-        }
-        TransactionKind::Pull => {
-            let Some(tag) = request
-                .payload
-                .get(..TAG_LEN)
-                .and_then(|h| h.try_into().ok())
-                .map(u64::from_be_bytes)
-            else {
-                failures.push(format!(
-                    "pull RSN {}: no tag in the ULP header",
-                    request.rsn
-                ));
-                return Ok(());
-            };
-            let mut data = Vec::with_capacity(usize::from(request.request_length));
-            fill(tag, usize::from(request.request_length), &mut data);
-            if let Err(rejected) = engine.submit_pull_data(now, conn, request.rsn, data) {
-                failures.push(format!(
-                    "pull RSN {}: pull data refused: {:?}",
-                    request.rsn, rejected.reason
-                ));
-            }
-            engine.recycle(request.payload);
-        }
-    }
-    Ok(())
-}
-
-impl Report {
-    fn new(effective: &EffectiveConfig) -> Self {
-        let c = &effective.config;
-        Report {
-            ok: false,
-            psp: match (c.psp.enabled, c.psp.version) {
-                (false, _) => "off".into(),
-                (true, PspVersion::AesGcm128) => "AES-GCM-128".into(),
-                (true, PspVersion::AesGcm256) => "AES-GCM-256".into(),
-            },
-            rue: c.rue.algorithm.label().into(),
-            rue_placement: match c.rue.placement {
-                RuePlacement::Inline => "inline".into(),
-                RuePlacement::Thread => "thread".into(),
-            },
-            ordering: match c.connection.ordering {
-                Ordering::Ordered => "ordered".into(),
-                Ordering::Unordered => "unordered".into(),
-            },
-            transactions: 0,
-            pushes: 0,
-            pulls: 0,
-            verified_bytes: 0,
-            zero_copy_receives: 0,
-            zero_copy_pull_data: 0,
-            failures: 0,
-            elapsed_s: 0.0,
-            transactions_per_sec: 0.0,
-            goodput_gbps: 0.0,
-            latency_p50_us: 0.0,
-            latency_p99_us: 0.0,
-            latency_max_us: 0.0,
-            loss: c.faults.loss,
-            reorder: c.faults.reorder,
-            duplicate: c.faults.duplicate,
-            frames: 0,
-            retransmissions: 0,
-            retransmissions_timeout: 0,
-            retransmissions_early: 0,
-            resyncs: 0,
-            key_rotations: 0,
-            drops: HashMap::new(),
-            rue_events: 0,
-            rue_results: 0,
-            fcwnd_min: 0.0,
-            fcwnd_max: 0.0,
-            ncwnd_min: 0,
-            ncwnd_max: 0,
-            rtt_samples: 0,
-            rtt_min_us: 0.0,
-            rtt_mean_us: 0.0,
-            rtt_max_us: 0.0,
-            failure_reasons: Vec::new(),
-        }
-    }
-
-    fn finish(
-        &mut self,
-        initiator: &Engine,
-        target: &Engine,
-        latency: &Histogram<u64>,
-        elapsed: Duration,
-    ) {
-        let (a, b) = (initiator.stats(), target.stats());
-        let secs = elapsed.as_secs_f64().max(1e-9);
-        self.elapsed_s = secs;
-        self.transactions_per_sec = self.transactions as f64 / secs;
-        self.goodput_gbps = self.verified_bytes as f64 * 8.0 / secs / 1e9;
-        self.latency_p50_us = latency.value_at_quantile(0.50) as f64 / 1e3;
-        self.latency_p99_us = latency.value_at_quantile(0.99) as f64 / 1e3;
-        self.latency_max_us = latency.max() as f64 / 1e3;
-        self.frames = a.tx_frames + b.tx_frames;
-        self.zero_copy_receives =
-            a.transactions.zero_copy_receives + b.transactions.zero_copy_receives;
-        self.zero_copy_pull_data =
-            a.transactions.zero_copy_pull_data + b.transactions.zero_copy_pull_data;
-        self.retransmissions = a.retransmissions + b.retransmissions;
-        self.retransmissions_timeout = a.retransmissions_timeout + b.retransmissions_timeout;
-        self.retransmissions_early = a.retransmissions_early + b.retransmissions_early;
-        self.resyncs = a.resyncs + b.resyncs;
-        self.key_rotations = a.key_rotations;
-        let mut drops = a.drops.clone();
-        drops.merge(&b.drops);
-        self.drops = drops
-            .iter()
-            .map(|(name, n)| (name.to_string(), n))
-            .collect();
-        self.rue_events = a.rue_events + b.rue_events;
-        self.rue_results = a.rue_results + b.rue_results;
-        // The initiator's windows: it sends the data (pushes, pull requests).
-        self.fcwnd_min = a.fcwnd_min;
-        self.fcwnd_max = a.fcwnd_max;
-        self.ncwnd_min = a.ncwnd_min;
-        self.ncwnd_max = a.ncwnd_max;
-        self.rtt_samples = a.rtt_samples + b.rtt_samples;
-        let rtts = [&a, &b].into_iter().filter(|s| s.rtt_samples > 0);
-        self.rtt_min_us = rtts
-            .clone()
-            .map(|s| s.rtt_min.as_secs_f64() * 1e6)
-            .fold(f64::INFINITY, f64::min);
-        if !self.rtt_min_us.is_finite() {
-            self.rtt_min_us = 0.0;
-        }
-        self.rtt_max_us = rtts
-            .map(|s| s.rtt_max.as_secs_f64() * 1e6)
-            .fold(0.0, f64::max);
-        let sum = a.rtt_sum + b.rtt_sum;
-        self.rtt_mean_us = if self.rtt_samples > 0 {
-            sum.as_secs_f64() * 1e6 / self.rtt_samples as f64
-        } else {
-            0.0
-        };
-    }
-}
-
-pub fn print_text(r: &Report) {
-    let psp = if r.psp == "off" {
-        "PSP off".to_string()
-    } else {
-        format!("PSP on ({})", r.psp)
-    };
-    // The default (ordered) keeps the line it always had.
-    let ordering = if r.ordering == "ordered" {
-        String::new()
-    } else {
-        format!(", {}", r.ordering)
-    };
-    let placement = if r.rue_placement == "thread" {
-        " (RUE on its own thread)"
-    } else {
-        ""
-    };
-    println!(
-        "falcon demo: initiator and target over the in-process loopback, {psp}, {}{placement}{ordering}",
-        r.rue
-    );
-    println!(
-        "  transactions  {} ({} push, {} pull), {} bytes verified, {}",
-        r.transactions,
-        r.pushes,
-        r.pulls,
-        r.verified_bytes,
-        if r.ok { "all verified" } else { "FAILED" }
-    );
-    println!(
-        "  buffers       {} of {} pushes and {} of {} pulls received zero-copy (frame buffer handed to the ULP, not copied)",
-        r.zero_copy_receives, r.pushes, r.zero_copy_pull_data, r.pulls
-    );
-    println!(
-        "  rate          {:.0} transactions/s, {:.2} Gbit/s goodput in {:.2} s, both engines on one core",
-        r.transactions_per_sec, r.goodput_gbps, r.elapsed_s
-    );
-    println!(
-        "  latency       p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
-        r.latency_p50_us, r.latency_p99_us, r.latency_max_us
-    );
-    println!(
-        "  faults        {:.1}% loss, {:.1}% reordering, {:.1}% duplication: {} retransmissions ({} timeout, {} early), {} resyncs, of {} frames",
-        r.loss * 100.0,
-        r.reorder * 100.0,
-        r.duplicate * 100.0,
-        r.retransmissions,
-        r.retransmissions_timeout,
-        r.retransmissions_early,
-        r.resyncs,
-        r.frames
-    );
-    if r.key_rotations > 0 {
-        println!(
-            "  PSP           {} live key rotations of both nodes (new master keys, new SPIs both ways)",
-            r.key_rotations
-        );
-    }
-    let mut drops: Vec<_> = r.drops.iter().collect();
-    drops.sort();
-    let drops: Vec<String> = drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    println!(
-        "  drops         {}",
-        if drops.is_empty() {
-            "none".to_string()
-        } else {
-            drops.join(", ")
-        }
-    );
-    println!(
-        "  congestion    fcwnd {:.2}..{:.2}, ncwnd {}..{}, {} RUE events, {} RTT samples (min {:.1} µs, mean {:.1} µs, max {:.1} µs)",
-        r.fcwnd_min, r.fcwnd_max, r.ncwnd_min, r.ncwnd_max, r.rue_events, r.rtt_samples, r.rtt_min_us, r.rtt_mean_us, r.rtt_max_us
-    );
-    for reason in &r.failure_reasons {
-        println!("  FAILURE       {reason}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::DemoArgs;
-
-    #[test]
-    fn fill_and_verify_agree_and_catch_a_flipped_byte() {
-        let (mut a, mut scratch) = (Vec::new(), Vec::new());
-        for len in [8, 9, 64, 4096] {
-            fill(42, len, &mut a);
-            assert_eq!(a.len(), len);
-            assert_eq!(verify(&a, &mut scratch), Some(42));
-            a[len - 1] ^= 1;
-            assert_ne!(verify(&a, &mut scratch), Some(42));
-        }
-    }
 
     /// `falcon demo` with these flags and no file.
     fn run_flags(args: DemoArgs) -> Result<Report> {
