@@ -98,6 +98,35 @@ fn corrupted_frames_are_dropped_by_name_and_recovered() {
     assert!(u(&v, "retransmissions") > 0);
 }
 
+/// Over IPv6 no checksum covers the addresses: a flip in the destination
+/// is dropped by the address check, one in a field no receiver checks
+/// (source address, flow label, ...) is counted as harmless, and the
+/// account still closes.
+#[test]
+fn corrupted_ipv6_frames_are_accounted_for() {
+    let scratch = common::Scratch::new("demofaults", "ipv6");
+    let path = scratch.file(
+        "ipv6.toml",
+        "[initiator]\nip = \"fd00::1\"\n[target]\nip = \"fd00::2\"\n",
+    );
+    let (ok, v) = demo(&[
+        "--config",
+        &path,
+        "--corrupt",
+        "0.03",
+        "--transactions",
+        "5000",
+    ]);
+    all_complete(ok, &v, 5000);
+    let (dropped, harmless) = (sum(&v, "corruption_drops"), sum(&v, "corrupted_harmless"));
+    assert_eq!(dropped + harmless, u(&v, "corrupted_frames"), "{v}");
+    assert!(
+        u(&v["corruption_drops"], "destination_ip_mismatch") > 0,
+        "{v}"
+    );
+    assert!(u(&v["corrupted_harmless"], "ipv6_source") > 0, "{v}");
+}
+
 /// RNR NACKs on 1 % of first deliveries with a 1 ms timeout (0.96 ms on
 /// the wire), under 1 % loss: every RNR-NACKed request is redelivered and
 /// accepted, and nothing times out (kCmplLocalTO would be a failure).
