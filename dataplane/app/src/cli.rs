@@ -20,11 +20,12 @@ pub struct Cli {
 pub enum Command {
     /// The main job on the embedded default, or on `--config FILE` (see
     /// configs/demo.toml): an initiator and a target in one process over the in-process loopback with seeded loss,
-    /// reordering and duplication, PSP on, Swift congestion control; a mix
-    /// of push and pull transactions, every byte verified. Prints
-    /// transactions/s, Gbit/s, p50/p99 latency, retransmissions, drops by
-    /// reason and the congestion windows seen. Exits 1 if anything failed
-    /// verification.
+    /// reordering and duplication (and, asked for, corruption), PSP on,
+    /// Swift congestion control; a mix of push and pull transactions, every
+    /// byte verified; the target's ULP may answer RNR or complete in error.
+    /// Prints transactions/s, Gbit/s, p50/p99 latency, retransmissions,
+    /// drops by reason and the congestion windows seen. Exits 1 if anything
+    /// failed verification.
     Demo(DemoArgs),
     /// Offline PSP tools on pcap files, compatible with google/psp's
     /// `psp_encrypt` and `psp_decrypt` (same flags, same configuration files,
@@ -71,6 +72,29 @@ pub struct DemoArgs {
     /// Fraction of frames delivered twice [faults.duplicate, default 0.001].
     #[arg(long)]
     pub duplicate: Option<f64>,
+    /// Fraction of frames with one random bit flipped, anywhere in the
+    /// frame (at most 0.5; needs PSP). Each is dropped by name and
+    /// retransmitted, or lands in a field no receiver checks; the report
+    /// accounts for every one [faults.corrupt, default 0].
+    #[arg(long, value_name = "FRACTION")]
+    pub corrupt: Option<f64>,
+    /// Fraction of first deliveries the target's ULP answers with an RNR
+    /// NACK; the redelivery is accepted (a push is retransmitted by the
+    /// initiator, a pull redelivered by the target after the timeout)
+    /// [target_ulp.rnr, default 0].
+    #[arg(long, value_name = "FRACTION")]
+    pub rnr: Option<f64>,
+    /// The RNR timeout the target's ULP asks for, ms; the nearest code of
+    /// the RNR timeout table is sent (0.01 ..= 655.36 ms)
+    /// [target_ulp.rnr_timeout_ms, default 1].
+    #[arg(long, value_name = "MS")]
+    pub rnr_timeout_ms: Option<f64>,
+    /// Fraction of transactions the target's ULP completes in error (CIE
+    /// NACK, or a zero-length Pull Data for a pull); they complete with
+    /// kCmplTargetNackCIE, are counted apart and are not failures
+    /// [target_ulp.cie, default 0].
+    #[arg(long, value_name = "FRACTION")]
+    pub cie: Option<f64>,
     /// Fraction of transactions that are pushes (the rest are pulls)
     /// [workload.push_fraction, default 0.5].
     #[arg(long)]

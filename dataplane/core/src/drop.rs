@@ -38,6 +38,16 @@ pub enum DropReason {
     /// A packet whose Destination Function is not the connection's (the
     /// opaque 24-bit value is checked on receive, DESIGN.md §4).
     DestinationFunctionMismatch,
+    /// A frame whose destination IP address is not the node's: IP receive
+    /// processing, as a host that does not forward (RFC 1122 §3.2.1.3,
+    /// RFC 8200 §4). With IPv4 the header checksum covers the address; an
+    /// IPv6 header has no checksum, and the UDP checksum of a PSP packet is
+    /// 0 (spec/psp.md §1.1), so this is the only check of it.
+    DestinationIpMismatch,
+    /// A frame whose destination MAC address is not the node's: the NIC's
+    /// unicast filter (IEEE 802.3 §4.2.4.1.1, receive address
+    /// recognition), done here for ports that do not filter.
+    DestinationMacMismatch,
     /// A packet whose PSN is inside the receiver's sliding window but was
     /// already received or acknowledged (OCP Falcon 0.9 §9.2.2.4, §11): an
     /// ACK is still generated.
@@ -112,12 +122,14 @@ pub enum DropReason {
 
 impl DropReason {
     /// The reasons declared before `Psp`, in index order.
-    const HEAD: [DropReason; 18] = [
+    const HEAD: [DropReason; 20] = [
         DropReason::BadFalconVersion,
         DropReason::BadIpChecksum,
         DropReason::BadUdpChecksum,
         DropReason::ConnectionNotAlive,
         DropReason::DestinationFunctionMismatch,
+        DropReason::DestinationIpMismatch,
+        DropReason::DestinationMacMismatch,
         DropReason::DuplicatePacket,
         DropReason::DuplicateRsn,
         DropReason::FalconLengthMismatch,
@@ -182,6 +194,8 @@ impl DropReason {
             DropReason::BadUdpChecksum => "bad_udp_checksum",
             DropReason::ConnectionNotAlive => "connection_not_alive",
             DropReason::DestinationFunctionMismatch => "destination_function_mismatch",
+            DropReason::DestinationIpMismatch => "destination_ip_mismatch",
+            DropReason::DestinationMacMismatch => "destination_mac_mismatch",
             DropReason::DuplicatePacket => "duplicate_packet",
             DropReason::DuplicateRsn => "duplicate_rsn",
             DropReason::FalconLengthMismatch => "falcon_length_mismatch",
@@ -218,30 +232,32 @@ impl DropReason {
             DropReason::BadUdpChecksum => 2,
             DropReason::ConnectionNotAlive => 3,
             DropReason::DestinationFunctionMismatch => 4,
-            DropReason::DuplicatePacket => 5,
-            DropReason::DuplicateRsn => 6,
-            DropReason::FalconLengthMismatch => 7,
-            DropReason::InsufficientResources => 8,
-            DropReason::InvalidAck => 9,
-            DropReason::IpFragment => 10,
-            DropReason::MalformedEthernet => 11,
-            DropReason::MalformedFalcon => 12,
-            DropReason::MalformedIp => 13,
-            DropReason::MalformedUdp => 14,
-            DropReason::NotFalconPort => 15,
-            DropReason::NotUdp => 16,
-            DropReason::OutOfWindow => 17,
-            DropReason::Psp(reason) => 18 + reason.index(),
-            DropReason::RsnOutOfRange => 18 + RxDrop::COUNT,
-            DropReason::StaleAck => 19 + RxDrop::COUNT,
-            DropReason::StaleNack => 20 + RxDrop::COUNT,
-            DropReason::StalePacket => 21 + RxDrop::COUNT,
-            DropReason::TxSealFailed => 22 + RxDrop::COUNT,
-            DropReason::UnknownConnection => 23 + RxDrop::COUNT,
-            DropReason::UnknownPacketType => 24 + RxDrop::COUNT,
-            DropReason::UnmatchedPullData => 25 + RxDrop::COUNT,
-            DropReason::UnsupportedEtherType => 26 + RxDrop::COUNT,
-            DropReason::XlrDrop => 27 + RxDrop::COUNT,
+            DropReason::DestinationIpMismatch => 5,
+            DropReason::DestinationMacMismatch => 6,
+            DropReason::DuplicatePacket => 7,
+            DropReason::DuplicateRsn => 8,
+            DropReason::FalconLengthMismatch => 9,
+            DropReason::InsufficientResources => 10,
+            DropReason::InvalidAck => 11,
+            DropReason::IpFragment => 12,
+            DropReason::MalformedEthernet => 13,
+            DropReason::MalformedFalcon => 14,
+            DropReason::MalformedIp => 15,
+            DropReason::MalformedUdp => 16,
+            DropReason::NotFalconPort => 17,
+            DropReason::NotUdp => 18,
+            DropReason::OutOfWindow => 19,
+            DropReason::Psp(reason) => 20 + reason.index(),
+            DropReason::RsnOutOfRange => 20 + RxDrop::COUNT,
+            DropReason::StaleAck => 21 + RxDrop::COUNT,
+            DropReason::StaleNack => 22 + RxDrop::COUNT,
+            DropReason::StalePacket => 23 + RxDrop::COUNT,
+            DropReason::TxSealFailed => 24 + RxDrop::COUNT,
+            DropReason::UnknownConnection => 25 + RxDrop::COUNT,
+            DropReason::UnknownPacketType => 26 + RxDrop::COUNT,
+            DropReason::UnmatchedPullData => 27 + RxDrop::COUNT,
+            DropReason::UnsupportedEtherType => 28 + RxDrop::COUNT,
+            DropReason::XlrDrop => 29 + RxDrop::COUNT,
         }
     }
 
@@ -371,7 +387,7 @@ mod tests {
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
             assert!(names.insert(name), "duplicate name {name}");
         }
-        assert_eq!(DropReason::COUNT, 28 + RxDrop::COUNT);
+        assert_eq!(DropReason::COUNT, 30 + RxDrop::COUNT);
         assert_eq!(
             DropReason::Psp(RxDrop::AuthFailed).name(),
             "psp_auth_failed"

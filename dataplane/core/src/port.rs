@@ -42,7 +42,8 @@
 pub mod loopback;
 
 pub use loopback::{
-    FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort, LoopbackStats,
+    BitFlip, FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
+    LoopbackStats,
 };
 
 use crate::time::Timestamp;

@@ -18,6 +18,7 @@ use falcon_core::ids::{ConnectionId, DestinationFunction};
 use falcon_core::port::Faults;
 use falcon_core::resources::{Alpha, CreditLimits, ResourceConfig, RxPool, TxPool};
 use falcon_core::seq::{Psn, Rsn};
+use falcon_core::wire::RnrTimeout;
 use psp::{MasterKey, MasterKeys, SecurityGlobals};
 use rue::{BypassConfig, DcqcnConfig, PlbConfig, ProfileConfig, Profiles, SwiftConfig};
 
@@ -40,7 +41,21 @@ pub struct Setup {
     pub rotate_every: u64,
     pub pair: PairSpec,
     pub workload: Workload,
+    pub target_ulp: TargetUlp,
     pub faults: Faults,
+}
+
+/// How the target's ULP answers the requests delivered to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetUlp {
+    /// Probability, parts per million, that a first delivery is answered
+    /// with an RNR NACK.
+    pub rnr_ppm: u32,
+    /// The RNR timeout its RNR NACKs carry.
+    pub rnr_timeout: RnrTimeout,
+    /// Probability, parts per million, that a transaction it accepts is
+    /// completed in error (CIE).
+    pub cie_ppm: u32,
 }
 
 /// What the initiator's ULP submits.
@@ -145,6 +160,15 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
             "key rotation needs psp.enabled = true",
         ));
     }
+    // Without PSP nothing authenticates the Falcon header and payload (the
+    // UDP checksum is 0): a flipped bit there would be taken as data.
+    if faults.corrupt_ppm > 0 && !config.psp.enabled {
+        return Err(origin.error(
+            "faults.corrupt",
+            "needs psp.enabled = true (without PSP nothing authenticates the Falcon packet: the UDP checksum is 0)",
+        ));
+    }
+    let target_ulp = target_ulp(config, origin)?;
     Ok(Setup {
         initiator,
         target,
@@ -152,6 +176,7 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         rotate_every,
         pair,
         workload,
+        target_ulp,
         faults,
     })
 }
@@ -190,6 +215,7 @@ fn faults(config: &DemoConfig, origin: &Origin) -> Result<Faults> {
         ("faults.loss", f.loss, 0.5),
         ("faults.reorder", f.reorder, 1.0),
         ("faults.duplicate", f.duplicate, 1.0),
+        ("faults.corrupt", f.corrupt, 0.5),
     ] {
         fraction(origin, key, value, max)?;
     }
@@ -209,7 +235,28 @@ fn faults(config: &DemoConfig, origin: &Origin) -> Result<Faults> {
         duplicate_ppm: ppm(f.duplicate),
         reorder_ppm: ppm(f.reorder),
         reorder_delay: Duration::from_micros(f.reorder_delay_us),
-        corrupt_ppm: 0,
+        corrupt_ppm: ppm(f.corrupt),
+    })
+}
+
+fn target_ulp(config: &DemoConfig, origin: &Origin) -> Result<TargetUlp> {
+    let t = &config.target_ulp;
+    fraction(origin, "target_ulp.rnr", t.rnr, 1.0)?;
+    fraction(origin, "target_ulp.cie", t.cie, 1.0)?;
+    let longest = RnrTimeout::LONGEST.as_duration().as_secs_f64() * 1e3;
+    if !(t.rnr_timeout_ms.is_finite() && (0.0..=longest).contains(&t.rnr_timeout_ms)) {
+        return Err(origin.error(
+            "target_ulp.rnr_timeout_ms",
+            format!(
+                "must be between 0 and {longest} ms (the RNR timeout table, OCP Falcon 0.9 §7.8), got {}",
+                t.rnr_timeout_ms
+            ),
+        ));
+    }
+    Ok(TargetUlp {
+        rnr_ppm: ppm(t.rnr),
+        rnr_timeout: RnrTimeout::nearest(Duration::from_secs_f64(t.rnr_timeout_ms / 1e3)),
+        cie_ppm: ppm(t.cie),
     })
 }
 
@@ -538,7 +585,7 @@ mod tests {
 
     #[test]
     fn refused_values_name_the_key() {
-        let cases: [(&str, Edit); 12] = [
+        let cases: [(&str, Edit); 17] = [
             ("`delivery.tx_window`", |c| c.delivery.tx_window = 0),
             ("`delivery.initial_rto_us`", |c| {
                 c.delivery.initial_rto_us = 3_000_000
@@ -565,6 +612,16 @@ mod tests {
             ("`faults.reorder_delay_us`", |c| {
                 c.faults.reorder_delay_us = u64::MAX
             }),
+            ("`faults.corrupt`", |c| c.faults.corrupt = 0.6),
+            ("`faults.corrupt`", |c| {
+                c.faults.corrupt = 0.01;
+                c.psp.enabled = false;
+            }),
+            ("`target_ulp.rnr`", |c| c.target_ulp.rnr = 1.5),
+            ("`target_ulp.cie`", |c| c.target_ulp.cie = f64::NAN),
+            ("`target_ulp.rnr_timeout_ms`", |c| {
+                c.target_ulp.rnr_timeout_ms = 700.0
+            }),
         ];
         for (key, edit) in cases {
             let err = build(edit).err().unwrap();
@@ -578,6 +635,33 @@ mod tests {
         assert!(message(build(|c| c.workload.timeout_s = f64::INFINITY)).contains("timeout_s"));
         assert!(message(build(|c| c.workload.sizes.clear())).contains("workload.sizes"));
         assert!(message(build(|c| c.psp.replay_margin_ns = u64::MAX)).contains("replay"));
+    }
+
+    #[test]
+    fn target_ulp_and_corruption_values_reach_the_setup() {
+        let s = build(|_| {}).unwrap();
+        assert_eq!(
+            s.target_ulp,
+            TargetUlp {
+                rnr_ppm: 0,
+                rnr_timeout: RnrTimeout::nearest(Duration::from_millis(1)),
+                cie_ppm: 0,
+            }
+        );
+        let s = build(|c| {
+            c.target_ulp.rnr = 0.01;
+            c.target_ulp.rnr_timeout_ms = 120.0;
+            c.target_ulp.cie = 0.001;
+            c.faults.corrupt = 0.02;
+        })
+        .unwrap();
+        assert_eq!(s.target_ulp.rnr_ppm, 10_000);
+        assert_eq!(s.target_ulp.cie_ppm, 1_000);
+        // The table's nearest: 122.88 ms (code 11011b).
+        assert_eq!(s.target_ulp.rnr_timeout.code(), 27);
+        assert_eq!(s.faults.corrupt_ppm, 20_000);
+        let s = build(|c| c.target_ulp.rnr_timeout_ms = 0.0).unwrap();
+        assert_eq!(s.target_ulp.rnr_timeout, RnrTimeout::SHORTEST);
     }
 
     #[test]

@@ -77,6 +77,14 @@ impl EffectiveConfig {
         set("faults.loss", "--loss", args.loss.is_some());
         set("faults.reorder", "--reorder", args.reorder.is_some());
         set("faults.duplicate", "--duplicate", args.duplicate.is_some());
+        set("faults.corrupt", "--corrupt", args.corrupt.is_some());
+        set("target_ulp.rnr", "--rnr", args.rnr.is_some());
+        set(
+            "target_ulp.rnr_timeout_ms",
+            "--rnr-timeout-ms",
+            args.rnr_timeout_ms.is_some(),
+        );
+        set("target_ulp.cie", "--cie", args.cie.is_some());
         set("rue.placement", "--rue-thread", args.rue_thread);
         set(
             "psp.rotate_every_transactions",
@@ -91,6 +99,11 @@ impl EffectiveConfig {
         f.loss = args.loss.unwrap_or(f.loss);
         f.reorder = args.reorder.unwrap_or(f.reorder);
         f.duplicate = args.duplicate.unwrap_or(f.duplicate);
+        f.corrupt = args.corrupt.unwrap_or(f.corrupt);
+        let u = &mut config.target_ulp;
+        u.rnr = args.rnr.unwrap_or(u.rnr);
+        u.rnr_timeout_ms = args.rnr_timeout_ms.unwrap_or(u.rnr_timeout_ms);
+        u.cie = args.cie.unwrap_or(u.cie);
         if let Some(n) = args.rotate_keys_every {
             config.psp.rotate_every_transactions = n;
         }
@@ -327,6 +340,14 @@ mod tests {
                 "faults.duplicate",
                 d.faults.duplicate.to_string(),
             ),
+            ("corrupt", "faults.corrupt", d.faults.corrupt.to_string()),
+            ("rnr", "target_ulp.rnr", d.target_ulp.rnr.to_string()),
+            (
+                "rnr_timeout_ms",
+                "target_ulp.rnr_timeout_ms",
+                d.target_ulp.rnr_timeout_ms.to_string(),
+            ),
+            ("cie", "target_ulp.cie", d.target_ulp.cie.to_string()),
         ] {
             let arg = demo.get_arguments().find(|a| a.get_id() == flag).unwrap();
             let help = arg.get_help().unwrap().to_string();

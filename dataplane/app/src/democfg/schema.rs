@@ -36,6 +36,7 @@ pub struct DemoConfig {
     pub resources: ResourcesSection,
     pub rue: RueSection,
     pub workload: WorkloadSection,
+    pub target_ulp: TargetUlpSection,
     pub faults: FaultsSection,
 }
 
@@ -348,6 +349,30 @@ impl Default for WorkloadSection {
     }
 }
 
+/// How the target's ULP answers the requests delivered to it (OCP Falcon
+/// 0.9 §8.5.3.4–8.5.3.5), seeded from the workload seed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TargetUlpSection {
+    /// Fraction of first deliveries answered with an RNR NACK (a
+    /// redelivery is always accepted).
+    pub rnr: f64,
+    /// The RNR timeout asked for, ms: the nearest code of the table is sent.
+    pub rnr_timeout_ms: f64,
+    /// Fraction of transactions completed in error (CIE).
+    pub cie: f64,
+}
+
+impl Default for TargetUlpSection {
+    fn default() -> Self {
+        TargetUlpSection {
+            rnr: 0.0,
+            rnr_timeout_ms: 1.0,
+            cie: 0.0,
+        }
+    }
+}
+
 /// Seeded faults of the loopback, each direction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -356,6 +381,8 @@ pub struct FaultsSection {
     pub reorder: f64,
     pub duplicate: f64,
     pub reorder_delay_us: u64,
+    /// Fraction of frames with one random bit flipped.
+    pub corrupt: f64,
 }
 
 impl Default for FaultsSection {
@@ -365,6 +392,7 @@ impl Default for FaultsSection {
             reorder: 0.02,
             duplicate: 0.001,
             reorder_delay_us: 20,
+            corrupt: 0.0,
         }
     }
 }

@@ -167,6 +167,7 @@ mod setup;
 mod stats;
 mod tx;
 mod ulp;
+mod unchecked;
 
 #[cfg(test)]
 mod tests;
@@ -189,7 +190,8 @@ use crate::transaction::{
     Ctx, Initiator, Shared, Target, TransactionConfig, UlpCommandError, UlpEvent,
 };
 use crate::wire::{
-    ChecksumChecks, Dscp, Ecn, EthernetAddress, FrameRepr, FrameTemplate, IpFields, UdpChecksum,
+    ChecksumChecks, Dscp, Ecn, EthernetAddress, FrameRepr, FrameTemplate, IpFields, LocalAddresses,
+    UdpChecksum,
 };
 
 use cid::CidTable;
@@ -202,6 +204,7 @@ pub use config::{
 pub use rotation::{rekey_pair, RotationError};
 pub use setup::{connect, PairSpec};
 pub use stats::{ConnectionSnapshot, EngineStats};
+pub use unchecked::UncheckedField;
 
 /// One lcore's Falcon engine. See the module doc for the call order and a
 /// complete example.
@@ -211,6 +214,8 @@ pub struct Engine {
     udp_port: u16,
     max_frame_len: usize,
     checksums: ChecksumChecks,
+    /// `local_mac` and `local_ip`, as received frames must carry them.
+    addresses: LocalAddresses,
     default_delivery: crate::delivery::DeliveryConfig,
     /// Connection slots (boxed: an empty slot costs 8 bytes).
     connections: Vec<Option<Box<Connection>>>,
@@ -329,6 +334,7 @@ impl Engine {
             udp_port: config.udp_port,
             max_frame_len: config.max_frame_len,
             checksums: config.checksums,
+            addresses: LocalAddresses::new(config.local_mac, config.local_ip),
             default_delivery: config.delivery.clone(),
             connections: Vec::new(),
             generations: Vec::new(),

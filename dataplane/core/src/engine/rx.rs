@@ -73,7 +73,10 @@ impl Engine {
 
     fn receive<F: RxFrame>(&mut self, now: Timestamp, mut input: F) -> Result<(), DropReason> {
         let frame = input.bytes_mut();
-        let parsed = parse_rx(frame, self.checksums).map_err(|e| e.drop_reason())?;
+        // The destination is the node's (`parse_rx`): neither PSP nor, with
+        // IPv6, any checksum covers the addresses.
+        let parsed =
+            parse_rx(frame, self.checksums, &self.addresses).map_err(|e| e.drop_reason())?;
         if parsed.dst_port != self.udp_port {
             return Err(DropReason::NotFalconPort);
         }

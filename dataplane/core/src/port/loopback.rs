@@ -344,8 +344,19 @@ pub struct FaultStats {
     pub duplicated: u64,
     /// Frames held back.
     pub reordered: u64,
-    /// Frames with a flipped bit.
+    /// Frames sent with a flipped bit (a copy of a corrupted frame counts
+    /// again: it carries the same flip).
     pub corrupted: u64,
+}
+
+/// One bit a [`FaultInjector`] flipped in a frame it sent: byte `offset`
+/// from the start of the frame, XORed with `1 << bit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BitFlip {
+    /// Byte offset in the frame.
+    pub offset: usize,
+    /// Bit within the byte, 0 (least significant) ..= 7.
+    pub bit: u8,
 }
 
 /// Wraps a port and applies seeded [`Faults`] to the frames it sends.
@@ -361,6 +372,8 @@ pub struct FaultInjector<P: Port> {
     held: Vec<(Timestamp, P::Buf)>,
     scratch: Vec<P::Buf>,
     stats: FaultStats,
+    /// The flips of frames sent, when logged ([`log_flips`](Self::log_flips)).
+    flips: Option<Vec<BitFlip>>,
 }
 
 impl<P: Port> FaultInjector<P> {
@@ -374,7 +387,22 @@ impl<P: Port> FaultInjector<P> {
             held: Vec::new(),
             scratch: Vec::new(),
             stats: FaultStats::default(),
+            flips: None,
         }
+    }
+
+    /// Starts logging where each flipped bit lands (one [`BitFlip`] per
+    /// corrupted frame sent, copies included), for a caller that accounts
+    /// for what the receiver's checks can and cannot see. Take the log
+    /// with [`drain_flips`](Self::drain_flips); it grows until then.
+    pub fn log_flips(&mut self) {
+        self.flips.get_or_insert_with(Vec::new);
+    }
+
+    /// The flips logged since the last call (none unless
+    /// [`log_flips`](Self::log_flips) was called).
+    pub fn drain_flips(&mut self) -> impl Iterator<Item = BitFlip> + '_ {
+        self.flips.iter_mut().flat_map(|log| log.drain(..))
     }
 
     /// What was done so far.
@@ -395,6 +423,14 @@ impl<P: Port> FaultInjector<P> {
     /// Frames held back, not yet sent.
     pub fn held(&self) -> usize {
         self.held.len()
+    }
+
+    /// Counts a corrupted frame sent, and logs where its flip is.
+    fn note_flip(&mut self, at: BitFlip) {
+        self.stats.corrupted += 1;
+        if let Some(log) = &mut self.flips {
+            log.push(at);
+        }
     }
 
     /// Sends the held frames whose release time has come.
@@ -461,10 +497,16 @@ impl<P: Port> Port for FaultInjector<P> {
                 self.inner.free(buf);
                 continue;
             }
+            let mut flip = None;
             if self.rng.chance(faults.corrupt_ppm, 1_000_000) && !buf.is_empty() {
                 let bit = self.rng.below(buf.len() as u32 * 8) as usize;
-                buf.data_mut()[bit / 8] ^= 1 << (bit % 8);
-                self.stats.corrupted += 1;
+                let at = BitFlip {
+                    offset: bit / 8,
+                    bit: (bit % 8) as u8,
+                };
+                buf.data_mut()[at.offset] ^= 1 << at.bit;
+                flip = Some(at);
+                self.note_flip(at);
             }
             if self.rng.chance(faults.duplicate_ppm, 1_000_000) {
                 if let Some(mut copy) = self.inner.alloc() {
@@ -472,6 +514,11 @@ impl<P: Port> Port for FaultInjector<P> {
                     copy.buffer_mut()[..len].copy_from_slice(&buf.data()[..len]);
                     copy.set_len(len);
                     self.stats.duplicated += 1;
+                    // The copy carries the same flip: a second corrupted
+                    // frame on the wire.
+                    if let Some(at) = flip.filter(|at| at.offset < len) {
+                        self.note_flip(at);
+                    }
                     self.scratch.push(copy);
                 }
             }
@@ -708,5 +755,68 @@ mod tests {
         );
         let in_order = received.windows(2).filter(|w| w[0] <= w[1]).count();
         assert!(in_order < received.len() - 1, "some frames overtaken");
+    }
+
+    #[test]
+    fn every_corrupted_frame_sent_is_counted_and_its_flip_logged() {
+        let (a, mut b) = Loopback::pair(LoopbackConfig::default());
+        let faults = Faults {
+            duplicate_ppm: Faults::percent(30),
+            corrupt_ppm: Faults::percent(30),
+            ..Faults::default()
+        };
+        let mut a = FaultInjector::new(a, faults, 11);
+        a.log_flips();
+        let frame: Vec<u8> = (0..64u8).collect();
+        let mut t = Timestamp::from_micros(1);
+        for _ in 0..500 {
+            send(&mut a, t, &frame);
+            t = t + Duration::from_micros(1);
+        }
+        let received = receive_all(&mut b, t + Duration::from_micros(10));
+        let flips: Vec<BitFlip> = a.drain_flips().collect();
+        // The frames that arrive differing from the original, each in the
+        // one bit logged for it, in order: copies of a corrupted frame are
+        // corrupted frames too.
+        let differing: Vec<BitFlip> = received
+            .iter()
+            .filter(|got| **got != frame)
+            .map(|got| {
+                let offset = (0..64).find(|&i| got[i] != frame[i]).unwrap();
+                let diff = got[offset] ^ frame[offset];
+                assert_eq!(diff.count_ones(), 1, "one bit flipped");
+                assert!(got[offset + 1..] == frame[offset + 1..]);
+                BitFlip {
+                    offset,
+                    bit: diff.trailing_zeros() as u8,
+                }
+            })
+            .collect();
+        assert_eq!(differing, flips);
+        let stats = a.stats();
+        assert_eq!(stats.corrupted, flips.len() as u64, "{stats:?}");
+        assert!(stats.corrupted > 100 && stats.duplicated > 100, "{stats:?}");
+        assert!(
+            received.windows(2).any(|w| w[0] == w[1] && w[0] != frame),
+            "some corrupted frame was duplicated, flip and all"
+        );
+        assert_eq!(a.drain_flips().count(), 0, "drained");
+        // Unlogged, nothing is kept.
+        let (c, _d) = Loopback::pair(LoopbackConfig::default());
+        let mut c = FaultInjector::new(c, faults, 11);
+        send(&mut c, t, &frame);
+        send(&mut c, t, &frame);
+        assert_eq!(c.drain_flips().count(), 0);
+    }
+
+    fn receive_all(port: &mut impl Port<Buf = FrameBuf>, now: Timestamp) -> Vec<Vec<u8>> {
+        let mut all = Vec::new();
+        loop {
+            let got = receive(port, now);
+            if got.is_empty() {
+                return all;
+            }
+            all.extend(got);
+        }
     }
 }

@@ -3,19 +3,20 @@
 //!
 //! Layer: wire, beside [`frame`](super::frame). Owns [`parse_rx`] (the
 //! UDP payload range, destination port, ECN codepoint and TTL of a received
-//! frame) and [`FrameTemplate`] (a connection's Ethernet/IP/UDP header bytes,
+//! frame addressed to [`LocalAddresses`]) and [`FrameTemplate`] (a connection's Ethernet/IP/UDP header bytes,
 //! built once from its [`FrameRepr`] and patched per packet with the lengths
 //! and the IPv4 header checksum). Both are exact shortcuts of
 //! [`frame::parse_with`](super::frame::parse_with) and
 //! [`FrameRepr::emit`]: the common case (untagged IPv4 without options, UDP
-//! checksum 0) takes the short path, everything else goes through the full
-//! parser or emitter, so results, errors and bytes are the same (property
-//! tests below). Never panics on input; never allocates.
+//! checksum 0, to this node) takes the short path, everything else goes
+//! through the full parser or emitter, so results, errors and bytes are the
+//! same (property tests below). Never panics on input; never allocates.
 //!
 //! Measured (callgrind, `engine::tests::bench::push64_psp_profile`): the full
 //! parse built a whole [`Frame`](super::frame::Frame) per packet, ~510
 //! instructions; the full emit ~220. The short paths take ~80 and ~90.
 
+use core::net::IpAddr;
 use core::ops::Range;
 
 use crate::wire::checksum::{fold, ipv4_header_checksum_ok, sum_words};
@@ -23,12 +24,36 @@ use crate::wire::frame::{
     parse_with, ChecksumChecks, EmitError, FrameError, FrameRepr, IpFields, UdpChecksum,
 };
 use crate::wire::ip::Ecn;
-use crate::wire::{ipv4, udp};
+use crate::wire::{ipv4, udp, EthernetAddress};
 
 /// Ethernet (untagged) + IPv4 (no options) + UDP header bytes.
 const SHORT_HEADERS: usize = 14 + 20 + 8;
 /// The longest header a template holds: Ethernet with a tag + IPv6 + UDP.
 const MAX_HEADERS: usize = 18 + 40 + 8;
+
+/// The destination a received frame must carry: the node's own MAC
+/// address (the NIC's unicast filter, IEEE 802.3 §4.2.4.1.1) and IP
+/// address (a host that does not forward, RFC 1122 §3.2.1.3, RFC 8200 §4).
+/// Neither is authenticated by PSP, and with IPv6 no checksum covers the
+/// address (the UDP checksum of a PSP packet is 0, spec/psp.md §1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalAddresses {
+    mac: EthernetAddress,
+    ip: IpAddr,
+    /// The IPv4 address as the short path compares it (`None` for IPv6).
+    ipv4: Option<[u8; 4]>,
+}
+
+impl LocalAddresses {
+    /// Frames to `mac` and `ip`.
+    pub const fn new(mac: EthernetAddress, ip: IpAddr) -> Self {
+        let ipv4 = match ip {
+            IpAddr::V4(v4) => Some(v4.octets()),
+            IpAddr::V6(_) => None,
+        };
+        LocalAddresses { mac, ip, ipv4 }
+    }
+}
 
 /// What the receive path needs from a frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,21 +70,34 @@ pub struct RxFrame {
 }
 
 /// [`parse_with`] reduced to what the receive path needs, with the same
-/// acceptance and the same errors.
+/// acceptance and the same errors, then the destination checked against
+/// `local`.
 ///
 /// # Errors
 ///
-/// The [`FrameError`] `parse_with` returns for `bytes`.
+/// The [`FrameError`] `parse_with` returns for `bytes`, else
+/// [`FrameError::DestinationMac`] or [`FrameError::DestinationIp`] for a
+/// frame to another node.
 #[inline]
-pub fn parse_rx(bytes: &[u8], checks: ChecksumChecks) -> Result<RxFrame, FrameError> {
-    if let Some(frame) = parse_short(bytes, checks) {
+pub fn parse_rx(
+    bytes: &[u8],
+    checks: ChecksumChecks,
+    local: &LocalAddresses,
+) -> Result<RxFrame, FrameError> {
+    if let Some(frame) = parse_short(bytes, checks, local) {
         return Ok(frame);
     }
     let frame = parse_with(bytes, checks)?;
-    let ttl = match frame.repr.ip {
-        IpFields::V4 { ttl, .. } => ttl,
-        IpFields::V6 { hop_limit, .. } => hop_limit,
+    if frame.repr.destination != local.mac {
+        return Err(FrameError::DestinationMac(frame.repr.destination));
+    }
+    let (ttl, dst) = match frame.repr.ip {
+        IpFields::V4 { ttl, dst, .. } => (ttl, IpAddr::V4(dst)),
+        IpFields::V6 { hop_limit, dst, .. } => (hop_limit, IpAddr::V6(dst)),
     };
+    if dst != local.ip {
+        return Err(FrameError::DestinationIp(dst));
+    }
     Ok(RxFrame {
         dst_port: frame.repr.dst_port,
         ecn: frame.repr.ip.ecn(),
@@ -68,17 +106,23 @@ pub fn parse_rx(bytes: &[u8], checks: ChecksumChecks) -> Result<RxFrame, FrameEr
     })
 }
 
-/// An untagged IPv4 frame without options or fragmentation carrying UDP
-/// with checksum 0 and lengths that agree: exactly the frames `parse_with`
-/// accepts among those of this shape. `None` sends the frame to the full
+/// An untagged IPv4 frame to `local` without options or fragmentation
+/// carrying UDP with checksum 0 and lengths that agree: exactly the frames
+/// `parse_rx` accepts among those of this shape. `None` sends the frame to the full
 /// parser (which also names the error of a malformed one).
 ///
 /// Inlined into its caller: out of line (LLVM's choice) every frame paid
 /// the call, the register saves and the `RxFrame` returned through memory
 /// (callgrind, push64: 2808.7 → 2789.1 instructions per transaction).
 #[inline]
-fn parse_short(bytes: &[u8], checks: ChecksumChecks) -> Option<RxFrame> {
+fn parse_short(bytes: &[u8], checks: ChecksumChecks, local: &LocalAddresses) -> Option<RxFrame> {
     let headers: &[u8; SHORT_HEADERS] = bytes.get(..SHORT_HEADERS)?.try_into().ok()?;
+    // Destination MAC and IPv4 address: the node's.
+    if headers[..6] != local.mac.0
+        || Some([headers[30], headers[31], headers[32], headers[33]]) != local.ipv4
+    {
+        return None;
+    }
     let be16 = |at: usize| u16::from_be_bytes([headers[at], headers[at + 1]]);
     // EtherType IPv4; version 4 with IHL 5.
     if be16(12) != 0x0800 || headers[14] != 0x45 {
@@ -313,6 +357,7 @@ mod tests {
             cut in 0usize..8,
             padding in 0usize..6,
             offloaded in any::<bool>(),
+            elsewhere in 0u8..4,
         ) {
             let len = repr.header_len() + payload.len();
             let mut bytes = vec![0u8; len + padding];
@@ -325,7 +370,26 @@ mod tests {
             }
             bytes.truncate(bytes.len().saturating_sub(cut));
             let checks = if offloaded { ChecksumChecks::OFFLOADED } else { ChecksumChecks::ALL };
-            let expected = parse_with(&bytes, checks).map(|f| RxFrame {
+            // To the frame's own destination, or (for some runs) another
+            // node's.
+            let mut local = LocalAddresses::new(repr.destination, repr.ip.dst());
+            if elsewhere == 1 {
+                local.mac.0[5] ^= 1;
+            } else if elsewhere == 2 {
+                local = LocalAddresses::new(repr.destination, match repr.ip.dst() {
+                    IpAddr::V4(_) => IpAddr::V6(core::net::Ipv6Addr::LOCALHOST),
+                    IpAddr::V6(_) => IpAddr::V4(core::net::Ipv4Addr::LOCALHOST),
+                });
+            }
+            let expected = parse_with(&bytes, checks).and_then(|f| {
+                if f.repr.destination != local.mac {
+                    return Err(FrameError::DestinationMac(f.repr.destination));
+                }
+                if f.repr.ip.dst() != local.ip {
+                    return Err(FrameError::DestinationIp(f.repr.ip.dst()));
+                }
+                Ok(f)
+            }).map(|f| RxFrame {
                 dst_port: f.repr.dst_port,
                 ecn: f.repr.ip.ecn(),
                 ttl: match f.repr.ip {
@@ -334,7 +398,7 @@ mod tests {
                 },
                 payload: f.layers.payload,
             });
-            prop_assert_eq!(parse_rx(&bytes, checks), expected);
+            prop_assert_eq!(parse_rx(&bytes, checks, &local), expected);
         }
     }
 
@@ -361,7 +425,8 @@ mod tests {
         let template = FrameTemplate::new(repr);
         assert!(template.short, "the engine's frame takes emit_short");
         template.emit(&mut bytes, 10).unwrap();
-        let frame = parse_short(&bytes, ChecksumChecks::ALL).expect("short path");
+        let local = LocalAddresses::new(repr.destination, repr.ip.dst());
+        let frame = parse_short(&bytes, ChecksumChecks::ALL, &local).expect("short path");
         assert_eq!(
             frame,
             RxFrame {
@@ -372,7 +437,23 @@ mod tests {
             }
         );
         bytes[24] ^= 1; // the IPv4 checksum fails: the full parser names it
-        assert!(parse_short(&bytes, ChecksumChecks::ALL).is_none());
-        assert!(parse_short(&bytes, ChecksumChecks::OFFLOADED).is_some());
+        assert!(parse_short(&bytes, ChecksumChecks::ALL, &local).is_none());
+        assert!(parse_short(&bytes, ChecksumChecks::OFFLOADED, &local).is_some());
+        // To another node: the full parser names that too.
+        let elsewhere = LocalAddresses::new(repr.source, repr.ip.dst());
+        assert!(parse_short(&bytes, ChecksumChecks::OFFLOADED, &elsewhere).is_none());
+        assert_eq!(
+            parse_rx(&bytes, ChecksumChecks::OFFLOADED, &elsewhere),
+            Err(FrameError::DestinationMac(repr.destination))
+        );
+        let v6 = IpAddr::V6(core::net::Ipv6Addr::LOCALHOST);
+        assert_eq!(
+            parse_rx(
+                &bytes,
+                ChecksumChecks::OFFLOADED,
+                &LocalAddresses::new(repr.destination, v6)
+            ),
+            Err(FrameError::DestinationIp(repr.ip.dst()))
+        );
     }
 }

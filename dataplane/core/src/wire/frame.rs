@@ -10,7 +10,7 @@
 //! [`DropReason`]. Never panics on input; never allocates.
 
 use core::fmt;
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use core::ops::Range;
 
 use crate::drop::DropReason;
@@ -69,6 +69,14 @@ impl IpFields {
     pub const fn ecn(&self) -> Ecn {
         match *self {
             IpFields::V4 { ecn, .. } | IpFields::V6 { ecn, .. } => ecn,
+        }
+    }
+
+    /// The destination address.
+    pub const fn dst(&self) -> IpAddr {
+        match *self {
+            IpFields::V4 { dst, .. } => IpAddr::V4(dst),
+            IpFields::V6 { dst, .. } => IpAddr::V6(dst),
         }
     }
 
@@ -190,6 +198,12 @@ pub enum FrameError {
     Ipv6(ParseError),
     /// The IP payload is not UDP (IPv6 extension headers land here too).
     NotUdp(IpProtocol),
+    /// The frame is for another MAC address (the receive path's
+    /// [`parse_rx`](super::parse_rx) only; `parse_with` reads any).
+    DestinationMac(EthernetAddress),
+    /// The packet is for another IP address (the receive path's
+    /// [`parse_rx`](super::parse_rx) only).
+    DestinationIp(IpAddr),
     /// The UDP header is malformed, its length disagrees with IP, or its
     /// checksum fails.
     Udp(ParseError),
@@ -205,6 +219,8 @@ impl FrameError {
             FrameError::Ipv4(ParseError::Fragmented) => DropReason::IpFragment,
             FrameError::Ipv4(_) | FrameError::Ipv6(_) => DropReason::MalformedIp,
             FrameError::NotUdp(_) => DropReason::NotUdp,
+            FrameError::DestinationMac(_) => DropReason::DestinationMacMismatch,
+            FrameError::DestinationIp(_) => DropReason::DestinationIpMismatch,
             FrameError::Udp(ParseError::BadChecksum(_)) => DropReason::BadUdpChecksum,
             FrameError::Udp(_) => DropReason::MalformedUdp,
         }
@@ -221,6 +237,8 @@ impl fmt::Display for FrameError {
             FrameError::Ipv4(e) => write!(f, "IPv4: {e}"),
             FrameError::Ipv6(e) => write!(f, "IPv6: {e}"),
             FrameError::NotUdp(p) => write!(f, "not UDP: IP protocol {}", u8::from(*p)),
+            FrameError::DestinationMac(mac) => write!(f, "for another MAC address: {mac}"),
+            FrameError::DestinationIp(ip) => write!(f, "for another IP address: {ip}"),
             FrameError::Udp(e) => write!(f, "UDP: {e}"),
         }
     }
@@ -233,7 +251,10 @@ impl std::error::Error for FrameError {
             | FrameError::Ipv4(e)
             | FrameError::Ipv6(e)
             | FrameError::Udp(e) => Some(e),
-            FrameError::UnsupportedEtherType(_) | FrameError::NotUdp(_) => None,
+            FrameError::UnsupportedEtherType(_)
+            | FrameError::NotUdp(_)
+            | FrameError::DestinationMac(_)
+            | FrameError::DestinationIp(_) => None,
         }
     }
 }

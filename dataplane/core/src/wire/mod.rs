@@ -95,7 +95,7 @@ mod fuzz_tests;
 pub(crate) mod testing;
 
 pub use checksum::{internet_checksum, PseudoHeader};
-pub use datapath::{parse_rx, FrameTemplate, RxFrame};
+pub use datapath::{parse_rx, FrameTemplate, LocalAddresses, RxFrame};
 pub use ethernet::{
     Address as EthernetAddress, EtherType, Packet as EthernetPacket, Repr as EthernetRepr, VlanTag,
 };

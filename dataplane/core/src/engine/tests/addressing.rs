@@ -15,7 +15,8 @@ use crate::engine::{ConnectionConfig, ConnectionHandle, ConnectionPsp, Engine, E
 use crate::ids::ConnectionId;
 use crate::time::Timestamp;
 use crate::transaction::{CompletionStatus, Payload, Transaction, TransactionKind, UlpEvent};
-use crate::wire::{parse_rx, ChecksumChecks, EthernetAddress};
+use crate::wire::frame::parse_with;
+use crate::wire::{ChecksumChecks, EthernetAddress};
 
 /// PCIDs of the two ends (each sends the other's in its VC).
 const PCID_A: u64 = 0x0A0A_0000_0000_0001;
@@ -151,8 +152,8 @@ fn check_ipv6_vc(frame: &[u8], pcid: u64) {
         0x86DD,
         "IPv6 ethertype"
     );
-    let parsed = parse_rx(frame, ChecksumChecks::ALL).expect("our own frame parses");
-    let psp = Header::new_checked(&frame[parsed.payload]).expect("PSP header");
+    let parsed = parse_with(frame, ChecksumChecks::ALL).expect("our own frame parses");
+    let psp = Header::new_checked(&frame[parsed.layers.payload]).expect("PSP header");
     assert_eq!(psp.vc(), Some(pcid));
 }
 

@@ -7,6 +7,7 @@ mod addressing;
 mod bench;
 mod flows;
 mod harness;
+mod header_checks;
 mod load;
 mod rotation;
 mod rue_external;

@@ -12,7 +12,8 @@ use crate::engine::{rekey_pair, ConnectionHandle, Engine, EngineConfig, Rotation
 use crate::port::Faults;
 use crate::time::Timestamp;
 use crate::transaction::{Transaction, UlpEvent};
-use crate::wire::{parse_rx, ChecksumChecks};
+use crate::wire::frame::parse_with;
+use crate::wire::ChecksumChecks;
 
 /// Steps 1–3 on both nodes of the pair, for every connection.
 fn rotate(pair: &mut Pair, key_seed: u8) {
@@ -139,8 +140,8 @@ impl Bench {
 
 /// The PSP SPI and IV of a frame this engine sent.
 fn spi_iv(frame: &[u8]) -> (u32, u64) {
-    let parsed = parse_rx(frame, ChecksumChecks::ALL).expect("frame");
-    let psp = Header::new_checked(&frame[parsed.payload]).expect("PSP header");
+    let parsed = parse_with(frame, ChecksumChecks::ALL).expect("frame");
+    let psp = Header::new_checked(&frame[parsed.layers.payload]).expect("PSP header");
     (psp.spi().0, psp.iv())
 }
 

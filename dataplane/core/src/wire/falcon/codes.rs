@@ -278,6 +278,28 @@ impl RnrTimeout {
         let nanos = u64::try_from(duration.as_nanos()).ok()?;
         Self::at_least_nanos(nanos)
     }
+
+    /// The code whose timeout is nearest to `duration`: 0.01 ms (code 1)
+    /// for anything shorter, 655.36 ms (code 0) for anything longer. Half
+    /// way between two codes it takes the longer, so the wait is never
+    /// shorter than asked when the two are equally near.
+    pub fn nearest(duration: Duration) -> Self {
+        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let mut best = RnrTimeout::SHORTEST;
+        for code in 0..32u8 {
+            let candidate = RnrTimeout(code);
+            let (distance, best_distance) = (
+                candidate.as_nanos().abs_diff(nanos),
+                best.as_nanos().abs_diff(nanos),
+            );
+            if distance < best_distance
+                || (distance == best_distance && candidate.as_nanos() > best.as_nanos())
+            {
+                best = candidate;
+            }
+        }
+        best
+    }
 }
 
 impl fmt::Display for RnrTimeout {
@@ -436,6 +458,35 @@ mod tests {
                     let other = RnrTimeout::new(other).unwrap().as_nanos();
                     assert!(other < nanos || other >= t.as_nanos());
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn rnr_timeout_nearest() {
+        let code = |d: Duration| RnrTimeout::nearest(d).code();
+        // Every code's own timeout maps back to it.
+        for c in 0..32 {
+            let t = RnrTimeout::new(c).unwrap();
+            assert_eq!(RnrTimeout::nearest(t.as_duration()), t, "code {c}");
+        }
+        assert_eq!(code(Duration::ZERO), 1);
+        assert_eq!(code(Duration::from_millis(1)), 13); // 0.96 ms, not 1.28
+        assert_eq!(code(Duration::from_micros(1_150)), 14); // 1.28 ms
+        assert_eq!(code(Duration::from_millis(120)), 27); // 122.88 ms
+        assert_eq!(code(Duration::from_millis(600)), 0); // 655.36, not 491.52
+        assert_eq!(code(Duration::from_millis(570)), 31); // 491.52 ms
+        assert_eq!(code(Duration::from_secs(10)), 0);
+        assert_eq!(code(Duration::MAX), 0);
+        // Half way between 0.01 and 0.02 ms: the longer.
+        assert_eq!(code(Duration::from_nanos(15_000)), 2);
+        assert_eq!(code(Duration::from_nanos(14_999)), 1);
+        // No code is nearer than the one chosen (an exhaustive oracle).
+        for nanos in (0..700_000_000u64).step_by(1_234_567) {
+            let chosen = RnrTimeout::nearest(Duration::from_nanos(nanos));
+            for other in 0..32 {
+                let other = RnrTimeout::new(other).unwrap().as_nanos();
+                assert!(other.abs_diff(nanos) >= chosen.as_nanos().abs_diff(nanos));
             }
         }
     }
