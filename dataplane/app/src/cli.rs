@@ -102,8 +102,8 @@ pub struct DemoArgs {
     /// Seed of the faults and the transaction mix [workload.seed, default 1].
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Give up (and fail) after this many seconds [workload.timeout_s,
-    /// default 120].
+    /// Give up (and fail) when no transaction completes for this many
+    /// seconds [workload.timeout_s, default 120].
     #[arg(long)]
     pub timeout: Option<f64>,
     /// Rotate the PSP master keys of both nodes and rekey the connection

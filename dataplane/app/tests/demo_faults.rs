@@ -181,12 +181,10 @@ fn long_rnr_timeouts_complete_on_an_unordered_connection() {
     }
 }
 
-/// On an ordered connection the requests after an RNR-NACKed one must be
-/// RNR-NACKed too until it is accepted (OCP Falcon 0.9 §8.5.3.4); the
-/// target holds later pushes instead, and they time out (kCmplLocalTO)
-/// long before a 122.88 ms RNR timeout ends.
+/// On an ordered connection the requests after an RNR-NACKed one are
+/// RNR-NACKed too until it is accepted (OCP Falcon 0.9 §8.5.3.4), so no
+/// later push times out (kCmplLocalTO) while a 122.88 ms RNR timeout runs.
 #[test]
-#[ignore = "needs the ordered-RNR fix"]
 fn rnr_timeout_120_ms_completes_on_an_ordered_connection() {
     let (ok, v) = rnr_run(&["--rnr-timeout-ms", "120", "--transactions", "2000"]);
     all_complete(ok, &v, 2000);
@@ -196,7 +194,6 @@ fn rnr_timeout_120_ms_completes_on_an_ordered_connection() {
 
 /// As above with the longest timeout of the table, 655.36 ms.
 #[test]
-#[ignore = "needs the ordered-RNR fix"]
 fn rnr_timeout_600_ms_completes_on_an_ordered_connection() {
     let (ok, v) = rnr_run(&["--rnr-timeout-ms", "600", "--transactions", "1000"]);
     all_complete(ok, &v, 1000);

@@ -18,6 +18,7 @@ use falcon_core::ids::{ConnectionId, DestinationFunction};
 use falcon_core::port::Faults;
 use falcon_core::resources::{Alpha, CreditLimits, ResourceConfig, RxPool, TxPool};
 use falcon_core::seq::{Psn, Rsn};
+use falcon_core::transaction::TransactionConfig;
 use falcon_core::wire::RnrTimeout;
 use psp::{MasterKey, MasterKeys, SecurityGlobals};
 use rue::{BypassConfig, DcqcnConfig, PlbConfig, ProfileConfig, Profiles, SwiftConfig};
@@ -125,6 +126,8 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         Ok(Some(config))
     };
     let seed = config.workload.seed;
+    let target_ulp = target_ulp(config, origin)?;
+    let transaction = transaction_config(&target_ulp);
     let engine = |ip: IpAddr, mac, psp, seed, side| EngineConfig {
         local_ip: ip,
         local_mac: mac,
@@ -132,6 +135,7 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         rue: rue_for(side),
         delivery: delivery.clone(),
         resources,
+        transaction,
         seed,
         ..EngineConfig::default()
     };
@@ -168,7 +172,6 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
             "needs psp.enabled = true (without PSP nothing authenticates the Falcon packet: the UDP checksum is 0)",
         ));
     }
-    let target_ulp = target_ulp(config, origin)?;
     Ok(Setup {
         initiator,
         target,
@@ -237,6 +240,25 @@ fn faults(config: &DemoConfig, origin: &Origin) -> Result<Faults> {
         reorder_delay: Duration::from_micros(f.reorder_delay_us),
         corrupt_ppm: ppm(f.corrupt),
     })
+}
+
+/// The nodes' transaction timeouts, as their connection manager would set
+/// them for a target ULP that answers RNR: a pull's RNR waits happen at the
+/// target and the initiator hears nothing of them (OCP Falcon 0.9
+/// §8.5.3.4), and on an ordered connection a request waits out the RNR
+/// timeouts of those before it as well as its own, so the soft-state
+/// timeout outlasts a few of them (four, at least the default 1 s).
+fn transaction_config(ulp: &TargetUlp) -> TransactionConfig {
+    let default = TransactionConfig::default();
+    if ulp.rnr_ppm == 0 {
+        return default;
+    }
+    let outlast = ulp.rnr_timeout.as_duration() * 4;
+    TransactionConfig {
+        transaction_timeout: default.transaction_timeout.max(outlast),
+        target_timeout: default.target_timeout.max(outlast),
+        ..default
+    }
 }
 
 fn target_ulp(config: &DemoConfig, origin: &Origin) -> Result<TargetUlp> {

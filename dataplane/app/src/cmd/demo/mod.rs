@@ -298,7 +298,11 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
         report: Report::new(effective, rnr_timeout),
         failures: Vec::new(),
     };
-    let deadline = start + workload.timeout;
+    // A watchdog on progress, not on the whole run: an ordered connection
+    // whose ULP RNR-NACKs stalls for each RNR timeout (up to 655.36 ms, OCP
+    // Falcon 0.9 §8.5.3.4), so a long run may rightly take minutes.
+    let mut stalled_since = start;
+    let mut completed_before = 0;
     let mut rotations: u64 = 0;
     let mut last_rotation: Option<Timestamp> = None;
     let mut next_rotation = match setup.rotate_every {
@@ -309,9 +313,12 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
 
     while ulps.initiator.completed < workload.transactions {
         let wall = Instant::now();
-        if wall > deadline {
+        if ulps.initiator.completed != completed_before {
+            completed_before = ulps.initiator.completed;
+            stalled_since = wall;
+        } else if wall - stalled_since > workload.timeout {
             ulps.failures.push(format!(
-                "timed out after {:.1} s with {} of {} transactions complete",
+                "no transaction completed for {:.1} s; {} of {} transactions complete",
                 workload.timeout.as_secs_f64(),
                 ulps.initiator.completed,
                 workload.transactions
