@@ -370,8 +370,14 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
             next_rotation = completed.saturating_add(setup.rotate_every);
             rotations += 1;
             let keys = (workload.seed, rotations);
-            if let Err(e) = rotate_keys(&mut initiator, &mut target, (conn_i, conn_t), &setup, keys)
-            {
+            if let Err(e) = rotate_keys(
+                now,
+                &mut initiator,
+                &mut target,
+                (conn_i, conn_t),
+                &setup,
+                keys,
+            ) {
                 failures.push(format!("key rotation {rotations}: {e}"));
             }
         }
@@ -412,6 +418,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
 /// come from the seed and the rotation's number: a demo's keys; a real
 /// connection manager draws them from a CSPRNG.
 fn rotate_keys(
+    now: Timestamp,
     initiator: &mut Engine,
     target: &mut Engine,
     connections: (ConnectionHandle, ConnectionHandle),
@@ -430,7 +437,7 @@ fn rotate_keys(
         }
         engine.begin_key_rotation(psp::MasterKey::new(key))?;
     }
-    rekey_pair(initiator, target, connections, setup.pair.version)
+    rekey_pair(now, initiator, target, connections, setup.pair.version)
 }
 
 /// A datapath loop's side of a RUE on another thread: admitted events into

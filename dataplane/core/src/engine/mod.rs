@@ -259,6 +259,10 @@ struct Connection {
     frame: FrameTemplate,
     tx_sa: Option<TxSa>,
     rx_security: Option<RxSecurity>,
+    /// When Remote Time was last known good: the receipt of the last packet
+    /// that passed the PSP checks, or its last seeding (setup, rotation).
+    /// Remote Time is re-seeded from it at key rotation (`rotation.rs`).
+    remote_time_at: Timestamp,
     /// The deadline this connection has in the wheel (the earliest one
     /// inserted and not yet fired).
     armed: Option<Timestamp>,
@@ -687,6 +691,7 @@ impl Engine {
             frame: FrameTemplate::new(frame),
             tx_sa,
             rx_security,
+            remote_time_at: now,
             armed: None,
             unarmed: false,
             dead: false,

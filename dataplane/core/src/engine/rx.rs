@@ -163,6 +163,7 @@ impl Engine {
                 security
                     .accept_fields(&psp.globals, spi, iv, vc)
                     .map_err(DropReason::Psp)?;
+                conn.remote_time_at = now;
                 FalconTime32::from_picos(iv)
             }
             (Some(_), _, _) => return Err(DropReason::UnknownConnection),
