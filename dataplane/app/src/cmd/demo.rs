@@ -27,7 +27,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use falcon_core::engine::{connect, rekey_pair, ConnectionHandle, Engine};
+use falcon_core::drop::DropReason;
+use falcon_core::engine::{connect, rekey_pair, CmEvent, ConnectionHandle, Engine};
 use falcon_core::port::{FaultInjector, Loopback, LoopbackConfig};
 use falcon_core::random::{Random, SplitMix64};
 use falcon_core::time::Timestamp;
@@ -120,6 +121,15 @@ pub struct Report {
     pub resyncs: u64,
     /// Live PSP key rotations of both nodes (`--rotate-keys-every`).
     pub key_rotations: u64,
+    /// Events to the connection manager for frames that failed the SPI
+    /// check or decryption (OCP Falcon 0.9 §9.2.2.3), both nodes; one per
+    /// (reason, SPI) and second at most.
+    pub spi_failure_events: u64,
+    /// The frames those events account for (each event's own and the ones
+    /// it reports as suppressed).
+    pub spi_failure_frames: u64,
+    /// The first such event, in words.
+    pub spi_failure_first: Option<String>,
     pub drops: HashMap<String, u64>,
     pub rue_events: u64,
     pub rue_results: u64,
@@ -352,6 +362,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
                     }
                 }
             }
+            record_cm_events(engine, side, &mut report);
             // Bursts of `TX_BURST`, the clock read before each: a frame's
             // t1 is then at most a burst's building time before it leaves.
             let read = || {
@@ -466,6 +477,43 @@ enum Side {
     Target,
 }
 
+/// Takes the connection manager's events of `engine` into the report.
+/// Frames failing the SPI check are dropped and counted by the engine; a
+/// key rotation may leave some in flight under a retired SPI, so they are
+/// reported, not failures.
+fn record_cm_events(engine: &mut Engine, side: Side, report: &mut Report) {
+    while let Some(CmEvent::SpiCheckFailed(f)) = engine.poll_cm_event() {
+        report.spi_failure_events += 1;
+        report.spi_failure_frames += 1 + f.suppressed + f.suppressed_other;
+        report.spi_failure_first.get_or_insert_with(|| {
+            let cid = f
+                .cid
+                .map_or("unknown".into(), |c| format!("{:#08x}", c.value()));
+            let node = match side {
+                Side::Initiator => "initiator",
+                Side::Target => "target",
+            };
+            format!(
+                "{} of SPI {} to CID {cid} at the {node}",
+                DropReason::Psp(f.reason).name(),
+                f.spi
+            )
+        });
+    }
+}
+
+/// The summary line of the SPI check failures, if any occurred.
+fn spi_failure_line(r: &Report) -> Option<String> {
+    (r.spi_failure_events > 0).then(|| {
+        format!(
+            "  SPI check     {} frames failed the SPI check or decryption, reported to the connection manager in {} events (first: {})",
+            r.spi_failure_frames,
+            r.spi_failure_events,
+            r.spi_failure_first.as_deref().unwrap_or("-")
+        )
+    })
+}
+
 /// Target ULP: verify a push (bytes, and that it arrives once) and
 /// acknowledge it; serve a pull.
 #[allow(clippy::too_many_arguments)]
@@ -567,6 +615,9 @@ impl Report {
             retransmissions_early: 0,
             resyncs: 0,
             key_rotations: 0,
+            spi_failure_events: 0,
+            spi_failure_frames: 0,
+            spi_failure_first: None,
             drops: HashMap::new(),
             rue_events: 0,
             rue_results: 0,
@@ -699,6 +750,9 @@ pub fn print_text(r: &Report) {
             r.key_rotations
         );
     }
+    if let Some(line) = spi_failure_line(r) {
+        println!("{line}");
+    }
     let mut drops: Vec<_> = r.drops.iter().collect();
     drops.sort();
     let drops: Vec<String> = drops.iter().map(|(k, v)| format!("{v} {k}")).collect();
@@ -771,6 +825,60 @@ mod tests {
         let err = with(|a| a.timeout = Some(1e300));
         assert!(err.to_string().contains("--timeout"), "{err}");
         assert!(run_flags(base).unwrap().ok);
+    }
+
+    /// Frames a peer seals with an SPI the target never gave this
+    /// connection: the target's CM events reach the report (the second
+    /// frame, within the interval, in the third's count) and the summary
+    /// prints their line; a run without any prints none.
+    #[test]
+    fn spi_check_failures_reach_the_summary() {
+        use falcon_core::engine::{EngineConfig, PairSpec, PspConfig};
+        use falcon_core::transaction::Transaction;
+        use psp::{MasterKey, MasterKeys, Version};
+
+        let effective = EffectiveConfig::resolve(&DemoArgs::default()).unwrap();
+        let mut report = Report::new(&effective);
+        assert_eq!(spi_failure_line(&report), None);
+        let keys = |k| MasterKeys {
+            k0: MasterKey::new([k; 32]),
+            k1: MasterKey::new([k + 1; 32]),
+        };
+        let config = |k, ip: &str, mac| EngineConfig {
+            psp: Some(PspConfig::new(keys(k))),
+            local_ip: ip.parse().unwrap(),
+            local_mac: falcon_core::wire::EthernetAddress([2, 0, 0, 0, 0, mac]),
+            ..EngineConfig::default()
+        };
+        let mut now = Timestamp::from_micros(1_000);
+        let mut a = Engine::new(config(1, "10.0.0.1", 1), now).unwrap();
+        let mut b = Engine::new(config(3, "10.0.0.2", 2), now).unwrap();
+        let (ca, _) = connect(now, &mut a, &mut b, &PairSpec::default()).unwrap();
+        let (stray, key) = b.allocate_spi(Version::Aes128Gcm).unwrap();
+        a.install_transmit_sa(ca, stray, &key).unwrap();
+        a.submit(now, ca, Transaction::push(1, vec![1; 64]))
+            .unwrap();
+        let mut frame = vec![0; a.max_frame_len()];
+        let len = a.poll_transmit(now, &mut frame).unwrap();
+        frame.truncate(len);
+        for _ in 0..3 {
+            b.handle_packet(now, &mut frame.clone());
+            record_cm_events(&mut b, Side::Target, &mut report);
+            now = now + Duration::from_millis(500);
+        }
+        assert_eq!(
+            (report.spi_failure_events, report.spi_failure_frames),
+            (2, 3)
+        );
+        let line = spi_failure_line(&report).unwrap();
+        assert!(
+            line.contains("3 frames failed the SPI check")
+                && line.contains("in 2 events")
+                && line.contains(&format!(
+                    "psp_spi_mismatch of SPI {stray} to CID 0x000020 at the target"
+                )),
+            "{line}"
+        );
     }
 
     #[test]

@@ -95,23 +95,23 @@ fn traffic_survives_two_rotations_under_loss() {
 }
 
 /// Two engines, one connection, no link: frames move by hand.
-struct Bench {
-    a: Engine,
-    b: Engine,
-    ca: ConnectionHandle,
-    cb: ConnectionHandle,
-    now: Timestamp,
+pub(super) struct Bench {
+    pub(super) a: Engine,
+    pub(super) b: Engine,
+    pub(super) ca: ConnectionHandle,
+    pub(super) cb: ConnectionHandle,
+    pub(super) now: Timestamp,
 }
 
 impl Bench {
-    fn new() -> Bench {
+    pub(super) fn new() -> Bench {
         let now = Timestamp::from_micros(1_000);
         let (a, b, ca, cb) = super::psp_pair(now);
         Bench { a, b, ca, cb, now }
     }
 
     /// A submits a push; returns the data frame it sends.
-    fn push_frame(&mut self, tag: u64) -> Vec<u8> {
+    pub(super) fn push_frame(&mut self, tag: u64) -> Vec<u8> {
         self.now = self.now + Duration::from_micros(10);
         self.a
             .submit(
@@ -131,7 +131,7 @@ impl Bench {
 
     /// Hands `frame` to B, acknowledges what its ULP got; returns how many
     /// requests B's ULP saw.
-    fn deliver_to_b(&mut self, frame: &[u8]) -> usize {
+    pub(super) fn deliver_to_b(&mut self, frame: &[u8]) -> usize {
         let mut copy = frame.to_vec();
         self.b.handle_packet(self.now, &mut copy);
         let mut seen = 0;
