@@ -58,6 +58,7 @@ fuzz_target!(|data: &[u8]| {
             now = now.saturating_add(core::time::Duration::from_micros(3));
             engine.handle_timeout(now);
             while engine.poll_event().is_some() {}
+            while engine.poll_cm_event().is_some() {}
             let mut buf = vec![0u8; engine.max_frame_len()];
             while engine.poll_transmit(now, &mut buf).is_some() {}
         }

@@ -205,10 +205,11 @@ pub struct SampleArgs {
     #[arg(short = 'o', long = "output", default_value = "falcon_sample.pcap")]
     pub output: PathBuf,
     /// Master keys (psp_decrypt format); the SA key is derived for SPI
-    /// 0x9A345678, version 0. Default: the PSP specification's example keys
-    /// (configs/psp/decrypt.cfg).
-    #[arg(long, default_value = "configs/psp/decrypt.cfg")]
-    pub keys: PathBuf,
+    /// 0x9A345678, version 0. Default: the PSP specification's example keys,
+    /// built into the binary (those of configs/psp/decrypt.cfg), so the
+    /// command runs from any directory.
+    #[arg(long, value_name = "FILE")]
+    pub keys: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

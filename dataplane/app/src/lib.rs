@@ -52,7 +52,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Psp(PspCommand::Decrypt(args)) => cmd::psp_tool::decrypt(&args).map(drop),
         Command::Pcap(PcapCommand::Decode(args)) => cmd::pcap_decode::run(&args).map(drop),
         Command::Pcap(PcapCommand::Sample(args)) => {
-            let keys = cmd::psp_tool::master_keys(&refcfg::read_decrypt(&args.keys)?);
+            let keys = refcfg::decrypt_keys_or_example(args.keys.as_deref())?;
+            let keys = cmd::psp_tool::master_keys(&keys);
             let n = cmd::pcap_sample::write(&args.output, &keys, psp::Backend::Ring)?;
             println!("wrote {n} Falcon packets to {}", args.output.display());
             Ok(())

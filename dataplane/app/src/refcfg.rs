@@ -76,8 +76,46 @@ pub fn read_encrypt(path: &Path) -> Result<EncryptConfig> {
 /// them, such as the rest of an encrypt file, is ignored as the reference does).
 pub fn read_decrypt(path: &Path) -> Result<MasterKeyBytes> {
     let text = std::fs::read_to_string(path).map_err(|e| AppError::io(path, e))?;
-    let mut tokens = Tokens::new(path, &text);
+    parse_decrypt(path, &text)
+}
+
+/// Parses the text of a `psp_decrypt` configuration file; `path` names it
+/// in errors.
+pub fn parse_decrypt(path: &Path, text: &str) -> Result<MasterKeyBytes> {
+    let mut tokens = Tokens::new(path, text);
     read_master_keys(&mut tokens)
+}
+
+/// `configs/psp/decrypt.cfg`, built into the binary: the PSP specification's
+/// example master keys ("Examples of key derivation"), the default of the
+/// tools that need keys, so they run from any directory. The file stays the
+/// one source of the bytes.
+pub const EXAMPLE_DECRYPT_CFG: &str = include_str!("../../../configs/psp/decrypt.cfg");
+
+/// How [`example_keys`] names the built-in file in errors.
+pub const EXAMPLE_DECRYPT_CFG_NAME: &str = "configs/psp/decrypt.cfg (built in)";
+
+/// The PSP specification's example master keys, from
+/// [`EXAMPLE_DECRYPT_CFG`].
+///
+/// # Errors
+///
+/// Only if the built-in file does not parse (a build from a broken tree;
+/// a test guards it).
+pub fn example_keys() -> Result<MasterKeyBytes> {
+    parse_decrypt(Path::new(EXAMPLE_DECRYPT_CFG_NAME), EXAMPLE_DECRYPT_CFG)
+}
+
+/// The master keys in `path`, or the built-in example keys without one.
+///
+/// # Errors
+///
+/// The file cannot be read or does not parse (named, with the line).
+pub fn decrypt_keys_or_example(path: Option<&Path>) -> Result<MasterKeyBytes> {
+    match path {
+        Some(path) => read_decrypt(path),
+        None => example_keys(),
+    }
 }
 
 /// Parses the text of a `psp_encrypt` configuration file.
@@ -262,6 +300,34 @@ mod tests {
             (3, 8, 13)
         );
         assert!(cfg.include_vc);
+    }
+
+    /// The built-in keys are the file's, and they are the PSP
+    /// specification's example keys: SPI 0x12345678, version 0, derives
+    /// its known answer (spec/psp.md §6.1).
+    #[test]
+    fn built_in_example_keys_are_the_config_file_and_the_spec_vector() {
+        let built_in = example_keys().unwrap();
+        let sa_key = crate::cmd::psp_tool::master_keys(&built_in)
+            .derive(psp::Spi(0x1234_5678), psp::Version::Aes128Gcm);
+        assert_eq!(
+            hex::encode(sa_key.as_bytes()),
+            "96c22dc799198090b74b70ae468e4e30"
+        );
+        let file = read_decrypt(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/psp/decrypt.cfg"),
+        )
+        .unwrap();
+        assert_eq!((built_in.k0, built_in.k1), (file.k0, file.k1));
+        let vc = parse(VC_CFG).unwrap();
+        assert_eq!((built_in.k0, built_in.k1), (vc.keys.k0, vc.keys.k1));
+        assert!(decrypt_keys_or_example(None).is_ok());
+        let missing = decrypt_keys_or_example(Some(Path::new("no/such/keys.cfg")));
+        assert!(missing
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("no/such/keys.cfg"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use falcon::pcapio::{self, Frame};
 use serde_json::Value;
 
 mod common;
-use common::{falcon, repo_root, stderr, Scratch, BIN};
+use common::{falcon, falcon_in, repo_root, stderr, Scratch, BIN};
 
 /// `falcon psp encrypt|decrypt -c CFG -i IN -o OUT EXTRA...`.
 fn psp_tool(action: &str, cfg: &str, input: &str, output: &str, extra: &[&str]) -> Output {
@@ -329,6 +329,54 @@ fn decode_shows_every_falcon_type_with_keys_and_the_clear_part_without() {
         assert_eq!(p["falcon_clear"]["connection_id"], 0x1234);
         assert_eq!(p["falcon_clear"]["version"], 1);
     }
+}
+
+/// `falcon pcap sample` needs no file of the repository: run from a scratch
+/// directory, it writes a capture that the PSP specification's example keys
+/// (configs/psp/decrypt.cfg) authenticate and decrypt; `--keys FILE` seals
+/// with other keys, which those then refuse.
+#[test]
+fn sample_runs_from_any_directory_with_the_built_in_example_keys() {
+    let s = Scratch::new("tools", "anydir");
+    let dir = s.path("");
+    let o = falcon_in(&dir, &["pcap", "sample", "-o", "here.pcap"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sample = s.path("here.pcap");
+    let packets = decode_json(&sample, true);
+    assert_eq!(packets.len(), 7);
+    for p in &packets {
+        assert_eq!(p["authenticated"], true, "{p}");
+        assert!(p["falcon"]["packet_type"].is_string(), "{p}");
+    }
+    // The same capture as from the repository root, byte for byte: the
+    // built-in keys are the file's.
+    let from_root = s.path("root.pcap");
+    let o = falcon(&[
+        "pcap",
+        "sample",
+        "-o",
+        from_root.to_str().unwrap(),
+        "--keys",
+        &config("decrypt.cfg"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_frames(&sample), read_frames(&from_root));
+
+    s.file(
+        "other.cfg",
+        &format!("{}\n{}\n", "11 ".repeat(32), "22 ".repeat(32)),
+    );
+    let o = falcon_in(
+        &dir,
+        &["pcap", "sample", "-o", "other.pcap", "--keys", "other.cfg"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for p in decode_json(&s.path("other.pcap"), true) {
+        assert_eq!(p["drop_reason"], "psp_auth_failed", "{p}");
+    }
+    let o = falcon_in(&dir, &["pcap", "sample", "--keys", "missing.cfg"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("missing.cfg"), "{}", stderr(&o));
 }
 
 #[test]

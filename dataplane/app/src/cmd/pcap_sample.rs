@@ -1,6 +1,8 @@
 //! `falcon pcap sample`: writes a capture holding one packet of every Falcon
 //! type, each in Ethernet/IP/UDP/PSP as the dataplane builds it (PSP sealed
-//! in place with a TX SA whose key is derived from the given master keys).
+//! in place with a TX SA whose key is derived from the given master keys;
+//! the `falcon` binary defaults to the built-in example keys,
+//! [`crate::refcfg::example_keys`]).
 //!
 //! It is the fixture for trying `falcon pcap decode`, Wireshark or another
 //! decoder, and the integration tests decode it back field by field.

@@ -1,5 +1,5 @@
 //! Helpers the `falcon` binary's end-to-end tests share: running the binary
-//! from the repository root, and scratch directories.
+//! from the repository root (or another directory), and scratch directories.
 
 // Each test crate uses its own subset.
 #![allow(dead_code)]
@@ -49,9 +49,14 @@ pub fn repo_root() -> PathBuf {
 
 /// Runs `falcon ARGS…` from the repository root.
 pub fn falcon(args: &[&str]) -> Output {
+    falcon_in(&repo_root(), args)
+}
+
+/// Runs `falcon ARGS…` from `dir`.
+pub fn falcon_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
-        .current_dir(repo_root())
+        .current_dir(dir)
         .output()
         .expect("run falcon")
 }

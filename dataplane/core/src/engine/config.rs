@@ -61,6 +61,11 @@ pub struct EngineConfig {
     pub checksums: ChecksumChecks,
     /// Seed of the engine's generator (path changes).
     pub seed: u64,
+    /// Shortest time between two events to the CM for SPI check or
+    /// decryption failures of one (reason, SPI) (OCP Falcon 0.9 §9.2.2.3;
+    /// `Engine::poll_cm_event`); the frames in between are counted in the
+    /// next event. In (0, 1 h]; default 1 s.
+    pub spi_failure_interval: Duration,
 }
 
 impl Default for EngineConfig {
@@ -80,6 +85,7 @@ impl Default for EngineConfig {
             timer_slots: crate::timer::DEFAULT_SLOTS,
             checksums: ChecksumChecks::ALL,
             seed: 0xFA1C_0000,
+            spi_failure_interval: Duration::from_secs(1),
         }
     }
 }
@@ -381,6 +387,14 @@ impl EngineConfig {
                 "must be in 1..=2^24",
             ));
         }
+        if self.spi_failure_interval.is_zero()
+            || self.spi_failure_interval > Duration::from_secs(3600)
+        {
+            return Err(ConfigError::new(
+                "spi_failure_interval",
+                "must be in (0, 1 h]",
+            ));
+        }
         Ok(())
     }
 
@@ -456,6 +470,18 @@ mod tests {
         assert_eq!(
             bad(|c| c.transaction.transaction_timeout = Duration::ZERO),
             Err("transaction.transaction_timeout")
+        );
+        assert_eq!(
+            bad(|c| c.spi_failure_interval = Duration::ZERO),
+            Err("spi_failure_interval")
+        );
+        assert_eq!(
+            bad(|c| c.spi_failure_interval = Duration::from_secs(3601)),
+            Err("spi_failure_interval")
+        );
+        assert_eq!(
+            bad(|c| c.spi_failure_interval = Duration::from_secs(3600)),
+            Ok(())
         );
         let e = EngineConfig {
             rue_queue: 0,

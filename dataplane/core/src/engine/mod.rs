@@ -40,7 +40,9 @@
 //!   [`recycle`](Engine::recycle));
 //! * **outputs** `poll_*`, after every input or command, in this order:
 //!   [`poll_transmit`](Engine::poll_transmit) until `None`,
-//!   [`poll_event`](Engine::poll_event) until `None`, with an external RUE
+//!   [`poll_event`](Engine::poll_event) until `None`,
+//!   [`poll_cm_event`](Engine::poll_cm_event) (SPI check failures for the
+//!   connection manager, see `cm.rs`) until `None`, with an external RUE
 //!   [`poll_rue_event`](Engine::poll_rue_event) until `None`, then
 //!   [`poll_timeout`](Engine::poll_timeout) for when to call
 //!   [`handle_timeout`](Engine::handle_timeout).
@@ -158,6 +160,7 @@
 //! ```
 
 mod cid;
+mod cm;
 mod config;
 mod io;
 mod rotation;
@@ -198,6 +201,7 @@ use cid::CidTable;
 use rue_inline::{rue_offer_due, RueExternal};
 
 pub use crate::transaction::ConnectionHandle;
+pub use cm::{CmEvent, SpiCheckFailure, CM_EVENT_CAPACITY, SPI_FAILURE_PAIRS};
 pub use config::{
     ConfigError, ConnectionConfig, ConnectionPsp, EngineConfig, InitialSequence, PspConfig, RueMode,
 };
@@ -237,6 +241,7 @@ pub struct Engine {
     buffer_level: BufferLevel<2>,
     rng: SplitMix64,
     stats: EngineStats,
+    cm: cm::CmEvents,
 }
 
 /// The receive side of PSP: the SA database and the global check state.
@@ -266,6 +271,10 @@ struct Connection {
     frame: FrameTemplate,
     tx_sa: Option<TxSa>,
     rx_security: Option<RxSecurity>,
+    /// When Remote Time was last known good: the receipt of the last packet
+    /// that passed the PSP checks, or its last seeding (setup, rotation).
+    /// Remote Time is re-seeded from it at key rotation (`rotation.rs`).
+    remote_time_at: Timestamp,
     /// The deadline this connection has in the wheel (the earliest one
     /// inserted and not yet fired).
     armed: Option<Timestamp>,
@@ -353,6 +362,7 @@ impl Engine {
             buffer_level,
             rng: SplitMix64::new(config.seed),
             stats: EngineStats::default(),
+            cm: cm::CmEvents::new(config.spi_failure_interval),
         };
         engine.slots_reserve(config.max_connections);
         Ok(engine)
@@ -710,6 +720,7 @@ impl Engine {
             frame: FrameTemplate::new(frame),
             tx_sa,
             rx_security,
+            remote_time_at: now,
             armed: None,
             unarmed: false,
             dead: false,

@@ -13,8 +13,8 @@
 //! 1. [`Engine::begin_key_rotation`]: new master key; AllowPrevGen = 1,
 //!    CurGen + 1.
 //! 2. [`Engine::rekey_receive`] per connection: PrevSPI = CurSPI, CurSPI =
-//!    a fresh SPI of the new key, the connection's CurGen + 1. Returns the
-//!    SA the peer must send with.
+//!    a fresh SPI of the new key, the connection's CurGen + 1, Remote Time
+//!    re-seeded. Returns the SA the peer must send with.
 //! 3. [`Engine::install_transmit_sa`] at the peer: it sends with the new SA
 //!    from its next packet on (retransmissions included).
 //! 4. [`Engine::retire_previous_spis`] (optional, a few RTTs later): PrevSPI
@@ -27,18 +27,49 @@
 //! sealed under it no longer authenticate (`psp_unknown_sa` or
 //! `psp_auth_failed`), the PSP way to revoke keys (spec/psp.md §4).
 //!
-//! Decision: the replay state is kept across a rekey rather than re-seeded
-//! (spec/falcon.md §7.5 says the CM re-seeds Remote Time at rotation). Our
-//! IVs are the sender's picosecond clock on every SA, and a new TX SA
-//! continues its predecessor's IV clock (`TxSa::with_iv_clock`), so the IVs
-//! a connection receives keep increasing across the switch; re-seeding
-//! Remote Time to an older value would only reopen the replay window.
+//! Remote Time at rotation (OCP Falcon 0.9 §9.2.2.2: "When the PSP keys are
+//! rotated, the CM must update the remote time variable based on the
+//! current estimate of the transmitter's time"; §9.2.1: "conservatively
+//! older than the time of the remote transmitter"). Step 2 re-seeds it with
+//! [`remote_time_estimate`]: the last authenticated IV plus the time elapsed
+//! here since it arrived, less a clock-rate allowance. Our IVs are the
+//! sender's picosecond clock on every SA, and a new TX SA continues its
+//! predecessor's IV clock (`TxSa::with_iv_clock`), so the estimate stays
+//! below every IV the transmitter sends from now on: Remote Time only moves
+//! forward (no replay window reopens) and on a busy connection barely moves.
+//! On an idle one it catches up with the transmitter's clock, which is what
+//! the spec's rule is for: without it Remote Time of a connection idle for
+//! half the IV space (2^63 ps, 107 days) would fall behind by more than the
+//! modulo comparison can tell, and every later packet would fail the replay
+//! check.
 
 use core::fmt;
+use core::time::Duration;
 
 use psp::{MasterKey, SaKey, Spi, SpiGeneration, TxSa, TxSaConfig, Version};
 
 use crate::engine::{ConnectionHandle, Engine};
+use crate::time::Timestamp;
+
+/// The transmitter's clock is taken to advance at least 1 − 2^-10
+/// (99.9 %) as fast as ours: ten times the ±100 ppm of common oscillators,
+/// so the estimate stays "conservatively older" than its time (§9.2.1).
+/// What this costs: a frame delayed by more than the replay margin plus
+/// 2^-10 of the idle time before a rotation is refused as a replay, as it
+/// would be on a busy connection.
+const CLOCK_RATE_ALLOWANCE_SHIFT: u32 = 10;
+
+/// The re-seeded Remote Time of a connection whose last authenticated IV
+/// was `remote_time_ps` and that has received nothing for `idle` (OCP Falcon
+/// 0.9 §9.2.2.2): `remote_time_ps` advanced by `idle` less the clock-rate
+/// allowance, modulo 2^64. Exact up to an `idle` of 2^64 ps (213 days);
+/// beyond that the advance saturates.
+pub(crate) fn remote_time_estimate(remote_time_ps: u64, idle: Duration) -> u64 {
+    let idle_ps = u64::try_from(idle.as_nanos())
+        .unwrap_or(u64::MAX)
+        .saturating_mul(1_000);
+    remote_time_ps.wrapping_add(idle_ps - (idle_ps >> CLOCK_RATE_ALLOWANCE_SHIFT))
+}
 
 /// A key-rotation step that cannot be done, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,10 +147,12 @@ impl Engine {
         Ok(psp.globals.cur_gen)
     }
 
-    /// Step 2 for one connection: a fresh receive SPI from the active master
-    /// key becomes its Current SPI (the old one its Previous SPI) and its
-    /// generation advances. Returns the SPI and key the peer must send with
-    /// (step 3: [`install_transmit_sa`](Self::install_transmit_sa) there).
+    /// Step 2 for one connection at `now`: a fresh receive SPI from the
+    /// active master key becomes its Current SPI (the old one its Previous
+    /// SPI), its generation advances, and its Remote Time is re-seeded from
+    /// the current estimate of the transmitter's time (see the module doc).
+    /// Returns the SPI and key the peer must send with (step 3:
+    /// [`install_transmit_sa`](Self::install_transmit_sa) there).
     ///
     /// # Errors
     ///
@@ -128,6 +161,7 @@ impl Engine {
     /// [`RotationError::SpiExhausted`].
     pub fn rekey_receive(
         &mut self,
+        now: Timestamp,
         connection: ConnectionHandle,
         version: Version,
     ) -> Result<(Spi, SaKey), RotationError> {
@@ -136,7 +170,7 @@ impl Engine {
             .ok_or(RotationError::UnknownConnection)?;
         let psp = self.psp.as_mut().ok_or(RotationError::PspOff)?;
         let conn = self.connections[slot as usize]
-            .as_mut()
+            .as_deref_mut()
             .ok_or(RotationError::UnknownConnection)?;
         let security = conn.rx_security.as_mut().ok_or(RotationError::PspOff)?;
         if security.spi.cur_gen == psp.globals.cur_gen {
@@ -147,6 +181,12 @@ impl Engine {
             .allocate_spi(version)
             .map_err(|_| RotationError::SpiExhausted)?;
         security.spi.rotate(spi);
+        // OCP Falcon 0.9 §9.2.2.2: at rotation the CM updates Remote Time
+        // from the current estimate of the transmitter's time.
+        let idle = now.saturating_duration_since(conn.remote_time_at);
+        let estimate = remote_time_estimate(security.replay.remote_time_ps, idle);
+        security.replay.reseed(estimate);
+        conn.remote_time_at = now;
         Ok((spi, key))
     }
 
@@ -241,23 +281,66 @@ impl Engine {
     }
 }
 
-/// Steps 2 and 3 for two mirrored connections of engines in one process,
-/// both directions: each side's new receive SA is installed at the other.
-/// Each engine must have begun its rotation (step 1) first, or its new SPIs
-/// come from the key already active.
+/// Steps 2 and 3 at `now` for two mirrored connections of engines in one
+/// process, both directions: each side's new receive SA is installed at the
+/// other. Each engine must have begun its rotation (step 1) first, or its
+/// new SPIs come from the key already active.
 ///
 /// # Errors
 ///
 /// The first [`RotationError`] of either side.
 pub fn rekey_pair(
+    now: Timestamp,
     a: &mut Engine,
     b: &mut Engine,
     (ha, hb): (ConnectionHandle, ConnectionHandle),
     version: Version,
 ) -> Result<(), RotationError> {
-    let (spi_a, key_to_a) = a.rekey_receive(ha, version)?;
+    let (spi_a, key_to_a) = a.rekey_receive(now, ha, version)?;
     b.install_transmit_sa(hb, spi_a, &key_to_a)?;
-    let (spi_b, key_to_b) = b.rekey_receive(hb, version)?;
+    let (spi_b, key_to_b) = b.rekey_receive(now, hb, version)?;
     a.install_transmit_sa(ha, spi_b, &key_to_b)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use psp::{ReplayCheck, RxDrop, SecurityGlobals};
+
+    use super::*;
+
+    /// The estimate stays below the time of a transmitter whose clock runs
+    /// up to 2^-10 slower than ours, and is taken modulo 2^64.
+    #[test]
+    fn estimate_is_conservative_within_the_allowance_and_modular() {
+        const DAY_PS: u64 = 86_400 * 1_000_000_000_000;
+        let no_margin = SecurityGlobals {
+            replay_margin_ps: 0,
+            ..SecurityGlobals::default()
+        };
+        let r = 5_000_000_000_000;
+        let estimate = remote_time_estimate(r, Duration::from_secs(86_400));
+        assert_eq!(estimate - r, DAY_PS - DAY_PS / 1024);
+        let replay = ReplayCheck::new(estimate);
+        // A transmitter 500 ppm slow after a day of silence: its next IV
+        // passes even with no margin. At 2000 ppm slow, beyond the
+        // allowance, it would not.
+        assert_eq!(
+            replay.check(&no_margin, r + DAY_PS / 10_000 * 9_995),
+            Ok(())
+        );
+        assert_eq!(
+            replay.check(&no_margin, r + DAY_PS / 10_000 * 9_980),
+            Err(RxDrop::Replay)
+        );
+        assert_eq!(
+            remote_time_estimate(u64::MAX - 5, Duration::from_nanos(1)),
+            994
+        );
+        assert_eq!(remote_time_estimate(7, Duration::ZERO), 7);
+        assert_eq!(
+            remote_time_estimate(0, Duration::MAX),
+            u64::MAX - (u64::MAX >> 10)
+        );
+    }
 }

@@ -73,6 +73,9 @@ pub struct EngineStats {
     pub path_changes: u64,
     /// Connection error events (peer violations, fatal failures).
     pub connection_errors: u64,
+    /// SPI check and decryption failures reported to the CM
+    /// (`Engine::poll_cm_event`; rate-limited, so fewer than the drops).
+    pub spi_failure_events: u64,
     /// `poll_transmit` calls whose buffer was shorter than
     /// `max_frame_len` (nothing sent).
     pub tx_buffer_too_small: u64,
@@ -107,6 +110,7 @@ impl Default for EngineStats {
             rtt_sum: Duration::ZERO,
             path_changes: 0,
             connection_errors: 0,
+            spi_failure_events: 0,
             tx_buffer_too_small: 0,
         }
     }
@@ -183,6 +187,7 @@ impl EngineStats {
         self.rtt_sum += other.rtt_sum;
         self.path_changes += other.path_changes;
         self.connection_errors += other.connection_errors;
+        self.spi_failure_events += other.spi_failure_events;
         self.tx_buffer_too_small += other.tx_buffer_too_small;
     }
 

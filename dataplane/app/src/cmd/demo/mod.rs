@@ -34,7 +34,8 @@ mod ulp;
 
 use std::time::{Duration, Instant};
 
-use falcon_core::engine::{connect, rekey_pair, ConnectionHandle, Engine};
+use falcon_core::drop::DropReason;
+use falcon_core::engine::{connect, rekey_pair, CmEvent, ConnectionHandle, Engine};
 use falcon_core::port::{FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::random::{Random, SplitMix64};
 use falcon_core::time::Timestamp;
@@ -195,6 +196,7 @@ impl Nodes {
                     }
                 }
             }
+            record_cm_events(engine, side, &mut ulps.report);
             // Bursts of `TX_BURST`, the clock read before each: a frame's
             // t1 is then at most a burst's building time before it leaves.
             let read = || {
@@ -343,6 +345,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
             let keys = (workload.seed, rotations);
             let connections = (conn_i, conn_t);
             if let Err(e) = rotate_keys(
+                now,
                 &mut nodes.initiator,
                 &mut nodes.target,
                 connections,
@@ -436,6 +439,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
 /// come from the seed and the rotation's number: a demo's keys; a real
 /// connection manager draws them from a CSPRNG.
 fn rotate_keys(
+    now: Timestamp,
     initiator: &mut Engine,
     target: &mut Engine,
     connections: (ConnectionHandle, ConnectionHandle),
@@ -454,7 +458,32 @@ fn rotate_keys(
         }
         engine.begin_key_rotation(psp::MasterKey::new(key))?;
     }
-    rekey_pair(initiator, target, connections, setup.pair.version)
+    rekey_pair(now, initiator, target, connections, setup.pair.version)
+}
+
+/// Takes the connection manager's events of `engine` into the report.
+/// Frames failing the SPI check are dropped and counted by the engine; a
+/// key rotation may leave some in flight under a retired SPI, so they are
+/// reported, not failures.
+fn record_cm_events(engine: &mut Engine, side: Side, report: &mut Report) {
+    while let Some(CmEvent::SpiCheckFailed(f)) = engine.poll_cm_event() {
+        report.spi_failure_events += 1;
+        report.spi_failure_frames += 1 + f.suppressed + f.suppressed_other;
+        report.spi_failure_first.get_or_insert_with(|| {
+            let cid = f
+                .cid
+                .map_or("unknown".into(), |c| format!("{:#08x}", c.value()));
+            let node = match side {
+                Side::Initiator => "initiator",
+                Side::Target => "target",
+            };
+            format!(
+                "{} of SPI {} to CID {cid} at the {node}",
+                DropReason::Psp(f.reason).name(),
+                f.spi
+            )
+        });
+    }
 }
 
 /// A datapath loop's side of a RUE on another thread: admitted events into
@@ -558,6 +587,62 @@ mod tests {
             "{} of {} pulls zero-copy",
             r.zero_copy_pull_data,
             r.pulls
+        );
+    }
+
+    /// Frames a peer seals with an SPI the target never gave this
+    /// connection: the target's CM events reach the report (the second
+    /// frame, within the interval, in the third's count) and the summary
+    /// prints their line; a run without any prints none.
+    #[test]
+    fn spi_check_failures_reach_the_summary() {
+        use falcon_core::engine::{EngineConfig, PairSpec, PspConfig};
+        use falcon_core::transaction::Transaction;
+        use psp::{MasterKey, MasterKeys, Version};
+
+        use super::report::spi_failure_line;
+
+        let effective = EffectiveConfig::resolve(&DemoArgs::default()).unwrap();
+        let mut report = Report::new(&effective, Duration::ZERO);
+        assert_eq!(spi_failure_line(&report), None);
+        let keys = |k| MasterKeys {
+            k0: MasterKey::new([k; 32]),
+            k1: MasterKey::new([k + 1; 32]),
+        };
+        let config = |k, ip: &str, mac| EngineConfig {
+            psp: Some(PspConfig::new(keys(k))),
+            local_ip: ip.parse().unwrap(),
+            local_mac: falcon_core::wire::EthernetAddress([2, 0, 0, 0, 0, mac]),
+            ..EngineConfig::default()
+        };
+        let mut now = Timestamp::from_micros(1_000);
+        let mut a = Engine::new(config(1, "10.0.0.1", 1), now).unwrap();
+        let mut b = Engine::new(config(3, "10.0.0.2", 2), now).unwrap();
+        let (ca, _) = connect(now, &mut a, &mut b, &PairSpec::default()).unwrap();
+        let (stray, key) = b.allocate_spi(Version::Aes128Gcm).unwrap();
+        a.install_transmit_sa(ca, stray, &key).unwrap();
+        a.submit(now, ca, Transaction::push(1, vec![1; 64]))
+            .unwrap();
+        let mut frame = vec![0; a.max_frame_len()];
+        let len = a.poll_transmit(now, &mut frame).unwrap();
+        frame.truncate(len);
+        for _ in 0..3 {
+            b.handle_packet(now, &mut frame.clone());
+            record_cm_events(&mut b, Side::Target, &mut report);
+            now = now + Duration::from_millis(500);
+        }
+        assert_eq!(
+            (report.spi_failure_events, report.spi_failure_frames),
+            (2, 3)
+        );
+        let line = spi_failure_line(&report).unwrap();
+        assert!(
+            line.contains("3 frames failed the SPI check")
+                && line.contains("in 2 events")
+                && line.contains(&format!(
+                    "psp_spi_mismatch of SPI {stray} to CID 0x000020 at the target"
+                )),
+            "{line}"
         );
     }
 }

@@ -61,6 +61,15 @@ pub struct Report {
     pub resyncs: u64,
     /// Live PSP key rotations of both nodes (`--rotate-keys-every`).
     pub key_rotations: u64,
+    /// Events to the connection manager for frames that failed the SPI
+    /// check or decryption (OCP Falcon 0.9 §9.2.2.3), both nodes; one per
+    /// (reason, SPI) and second at most.
+    pub spi_failure_events: u64,
+    /// The frames those events account for (each event's own and the ones
+    /// it reports as suppressed).
+    pub spi_failure_frames: u64,
+    /// The first such event, in words.
+    pub spi_failure_first: Option<String>,
     pub drops: HashMap<String, u64>,
     /// Frames sent with a flipped bit, both directions (a duplicated
     /// corrupted frame counts twice).
@@ -166,6 +175,9 @@ impl Report {
             retransmissions_early: 0,
             resyncs: 0,
             key_rotations: 0,
+            spi_failure_events: 0,
+            spi_failure_frames: 0,
+            spi_failure_first: None,
             drops: HashMap::new(),
             corrupted_frames: 0,
             corruption_drops: BTreeMap::new(),
@@ -373,6 +385,9 @@ pub fn print_text(r: &Report) {
             r.key_rotations
         );
     }
+    if let Some(line) = spi_failure_line(r) {
+        println!("{line}");
+    }
     println!("  drops         {}", counts(&r.drops));
     println!(
         "  congestion    fcwnd {:.2}..{:.2}, ncwnd {}..{}, {} RUE events, {} RTT samples (min {:.1} µs, mean {:.1} µs, max {:.1} µs)",
@@ -381,4 +396,16 @@ pub fn print_text(r: &Report) {
     for reason in &r.failure_reasons {
         println!("  FAILURE       {reason}");
     }
+}
+
+/// The summary line of the SPI check failures, if any occurred.
+pub(super) fn spi_failure_line(r: &Report) -> Option<String> {
+    (r.spi_failure_events > 0).then(|| {
+        format!(
+            "  SPI check     {} frames failed the SPI check or decryption, reported to the connection manager in {} events (first: {})",
+            r.spi_failure_frames,
+            r.spi_failure_events,
+            r.spi_failure_first.as_deref().unwrap_or("-")
+        )
+    })
 }

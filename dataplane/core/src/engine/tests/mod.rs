@@ -5,6 +5,7 @@
 
 mod addressing;
 mod bench;
+mod cm_events;
 mod flows;
 mod harness;
 mod header_checks;

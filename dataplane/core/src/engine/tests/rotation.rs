@@ -1,6 +1,7 @@
 //! PSP key rotation on running engines (OCP Falcon 0.9 §9.2.2.3 CM steps;
 //! spec/psp.md §4): traffic across rotations, the old SPI's fate at each
-//! step, step-order errors, IVs across the SA switch.
+//! step, step-order errors, IVs across the SA switch, Remote Time re-seeded
+//! at rotation (§9.2.2.2).
 
 use core::time::Duration;
 
@@ -25,7 +26,14 @@ fn rotate(pair: &mut Pair, key_seed: u8) {
     }
     let [a, b] = &mut pair.nodes;
     for (&ha, &hb) in a.conns.iter().zip(&b.conns) {
-        rekey_pair(&mut a.engine, &mut b.engine, (ha, hb), Version::Aes128Gcm).expect("rekey");
+        rekey_pair(
+            pair.now,
+            &mut a.engine,
+            &mut b.engine,
+            (ha, hb),
+            Version::Aes128Gcm,
+        )
+        .expect("rekey");
     }
 }
 
@@ -88,23 +96,23 @@ fn traffic_survives_two_rotations_under_loss() {
 }
 
 /// Two engines, one connection, no link: frames move by hand.
-struct Bench {
-    a: Engine,
-    b: Engine,
-    ca: ConnectionHandle,
-    cb: ConnectionHandle,
-    now: Timestamp,
+pub(super) struct Bench {
+    pub(super) a: Engine,
+    pub(super) b: Engine,
+    pub(super) ca: ConnectionHandle,
+    pub(super) cb: ConnectionHandle,
+    pub(super) now: Timestamp,
 }
 
 impl Bench {
-    fn new() -> Bench {
+    pub(super) fn new() -> Bench {
         let now = Timestamp::from_micros(1_000);
         let (a, b, ca, cb) = super::psp_pair(now);
         Bench { a, b, ca, cb, now }
     }
 
     /// A submits a push; returns the data frame it sends.
-    fn push_frame(&mut self, tag: u64) -> Vec<u8> {
+    pub(super) fn push_frame(&mut self, tag: u64) -> Vec<u8> {
         self.now = self.now + Duration::from_micros(10);
         self.a
             .submit(
@@ -124,7 +132,7 @@ impl Bench {
 
     /// Hands `frame` to B, acknowledges what its ULP got; returns how many
     /// requests B's ULP saw.
-    fn deliver_to_b(&mut self, frame: &[u8]) -> usize {
+    pub(super) fn deliver_to_b(&mut self, frame: &[u8]) -> usize {
         let mut copy = frame.to_vec();
         self.b.handle_packet(self.now, &mut copy);
         let mut seen = 0;
@@ -156,7 +164,7 @@ fn old_spi_passes_until_retired_then_is_dropped_by_name() {
     assert_eq!(t.deliver_to_b(&before), 1);
 
     t.b.begin_key_rotation(MasterKey::new([0x77; 32])).unwrap();
-    let (spi, key) = t.b.rekey_receive(t.cb, Version::Aes128Gcm).unwrap();
+    let (spi, key) = t.b.rekey_receive(t.now, t.cb, Version::Aes128Gcm).unwrap();
     // A still sends with the old SA: accepted via the previous SPI.
     assert_eq!(t.deliver_to_b(&replay_later), 1);
     t.a.install_transmit_sa(t.ca, spi, &key).unwrap();
@@ -196,13 +204,97 @@ fn old_spi_passes_until_retired_then_is_dropped_by_name() {
     assert_eq!(t.b.stats().key_rotations, 2);
 }
 
+/// Drops of B counted as replays.
+fn replays(engine: &Engine) -> u64 {
+    engine.stats().drops.get(DropReason::Psp(RxDrop::Replay))
+}
+
+/// OCP Falcon 0.9 §9.2.2.2: at rotation the CM re-seeds Remote Time from
+/// the estimate of the transmitter's time. After a second of silence, a
+/// frame sent before it and delayed, still under the allowed previous SPI,
+/// passes the replay check of the old Remote Time; once B has rekeyed
+/// (step 2) it is refused as a replay, as it would be behind newer traffic.
+/// A frame sent just before the rotation and the first under the new SA
+/// pass either way.
+#[test]
+fn rekey_reseeds_remote_time_from_the_transmitters_clock() {
+    // The same deterministic run with and without B's step 2: (replays of
+    // the delayed frame, of the recent one, of the first under the new SA).
+    let run = |rekey: bool| {
+        let mut t = Bench::new();
+        // Silent since setup too: the estimate counts from the last packet
+        // received, not from the seeding at setup.
+        t.now = t.now + Duration::from_secs(1);
+        let first = t.push_frame(1);
+        let delayed = t.push_frame(2);
+        assert_eq!(t.deliver_to_b(&first), 1);
+        t.now = t.now + Duration::from_secs(1);
+        let recent = t.push_frame(3);
+        t.now = t.now + Duration::from_micros(10);
+        t.b.begin_key_rotation(MasterKey::new([0x55; 32])).unwrap();
+        if rekey {
+            let (spi, key) = t.b.rekey_receive(t.now, t.cb, Version::Aes128Gcm).unwrap();
+            t.a.install_transmit_sa(t.ca, spi, &key).unwrap();
+        }
+        let mut refused = [0; 3];
+        for (i, frame) in [delayed, recent].iter().enumerate() {
+            let before = replays(&t.b);
+            t.deliver_to_b(frame);
+            refused[i] = replays(&t.b) - before;
+        }
+        let new_sa = t.push_frame(4);
+        let before = replays(&t.b);
+        t.deliver_to_b(&new_sa);
+        refused[2] = replays(&t.b) - before;
+        let others = t.b.stats().drops.total() - replays(&t.b);
+        assert_eq!(others, 0, "only replays are dropped");
+        refused
+    };
+    assert_eq!(run(false), [0, 0, 0], "the old Remote Time takes all three");
+    assert_eq!(
+        run(true),
+        [1, 0, 0],
+        "re-seeded: the delayed frame is a replay"
+    );
+}
+
+/// What §9.2.2.2's rule is for: a connection silent for longer than half
+/// the IV space (2^63 ps, 107 days). Never re-seeded, its Remote Time falls
+/// so far behind that the modulo comparison takes every new IV for an old
+/// one, and the connection is never heard again; with a key rotation every
+/// 30 days (daily in practice), the first packet after 110 days passes.
+#[test]
+fn remote_time_keeps_up_with_an_idle_connection_across_rotations() {
+    const DAY: u64 = 86_400;
+    let run = |rotate: bool| {
+        let mut t = Bench::new();
+        let first = t.push_frame(1);
+        assert_eq!(t.deliver_to_b(&first), 1);
+        for round in 1..=3u8 {
+            t.now = t.now + Duration::from_secs(30 * DAY);
+            if rotate {
+                t.b.begin_key_rotation(MasterKey::new([round; 32])).unwrap();
+                let (spi, key) = t.b.rekey_receive(t.now, t.cb, Version::Aes128Gcm).unwrap();
+                t.a.install_transmit_sa(t.ca, spi, &key).unwrap();
+                t.b.retire_previous_spis();
+                t.b.end_key_rotation().unwrap();
+            }
+        }
+        t.now = t.now + Duration::from_secs(20 * DAY);
+        let late = t.push_frame(2);
+        (t.deliver_to_b(&late), replays(&t.b))
+    };
+    assert_eq!(run(false), (0, 1), "110 days behind: taken for a replay");
+    assert_eq!(run(true), (1, 0), "re-seeded at each rotation");
+}
+
 /// The steps in the wrong order are refused by name and change nothing.
 #[test]
 fn rotation_steps_out_of_order_are_refused() {
     let mut t = Bench::new();
     // Step 2 before step 1.
     assert_eq!(
-        t.b.rekey_receive(t.cb, Version::Aes128Gcm).err(),
+        t.b.rekey_receive(t.now, t.cb, Version::Aes128Gcm).err(),
         Some(RotationError::AlreadyCurrent)
     );
     t.b.begin_key_rotation(MasterKey::new([1; 32])).unwrap();
@@ -214,10 +306,10 @@ fn rotation_steps_out_of_order_are_refused() {
     // Step 5 before step 2.
     assert_eq!(t.b.connections_to_rekey(), vec![t.cb]);
     assert_eq!(t.b.end_key_rotation(), Err(RotationError::NotRekeyed(1)));
-    let (spi, key) = t.b.rekey_receive(t.cb, Version::Aes128Gcm).unwrap();
+    let (spi, key) = t.b.rekey_receive(t.now, t.cb, Version::Aes128Gcm).unwrap();
     // Twice in one rotation.
     assert_eq!(
-        t.b.rekey_receive(t.cb, Version::Aes128Gcm).err(),
+        t.b.rekey_receive(t.now, t.cb, Version::Aes128Gcm).err(),
         Some(RotationError::AlreadyCurrent)
     );
     t.b.end_key_rotation().unwrap();
