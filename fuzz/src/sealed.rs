@@ -451,4 +451,18 @@ mod tests {
         bytes.extend_from_slice(&[0, 0x01]);
         assert_eq!(decode(&bytes).1, steps[..2].to_vec());
     }
+
+    /// Inputs that once crashed the target (`fuzz/regressions/`) run clean.
+    #[test]
+    fn regressions_run_clean() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions/engine_rx_sealed");
+        let mut ran = 0;
+        for entry in std::fs::read_dir(&dir).expect("the regressions directory") {
+            let input = std::fs::read(entry.expect("an entry").path()).expect("readable");
+            run(&input);
+            ran += 1;
+        }
+        assert!(ran > 0);
+    }
 }
