@@ -49,15 +49,15 @@ pub struct Peer {
 /// default sizes (1024 connection slots, RUE table and queue entries and
 /// cached SAs; 4096 wheel slots) cost ~1 ms per input, half of it freeing
 /// and allocating the wheel's slots (perf, `engine_rx`: 900 executions/s).
-/// Here: 4 connection slots, a 64-entry RUE queue, 4 cached SAs (so the
-/// cache's eviction runs too) and 256 wheel slots (a 131 µs horizon:
+/// Here: 1 connection slot, a 64-entry RUE queue, 4 cached SAs (so the
+/// cache's eviction runs too) and 64 wheel slots (a 33 µs horizon:
 /// retransmission and transaction timeouts go through the wheel's overflow
 /// heap, the path long deadlines take anyway).
 pub fn engine_config(psp: bool) -> EngineConfig {
     EngineConfig {
-        max_connections: 4,
+        max_connections: 1,
         rue_queue: 64,
-        timer_slots: 256,
+        timer_slots: 64,
         local_ip: "10.0.0.1".parse().expect("literal address"),
         local_mac: LOCAL_MAC,
         psp: psp.then(|| PspConfig {
@@ -91,10 +91,9 @@ pub fn reset_and_connect(engine: &mut Engine, ordering: OrderingMode) -> Peer {
     config.sequence = spec.sequence;
     config.local_function = spec.a_function;
     config.remote_function = spec.b_function;
-    config.psp = rx_sa.as_ref().map(|(rx_spi, _)| {
-        let tx_key = MasterKey::new([3; 32]).derive(TX_SPI, spec.version);
-        ConnectionPsp::new(TX_SPI, tx_key, *rx_spi)
-    });
+    config.psp = rx_sa
+        .as_ref()
+        .map(|(rx_spi, _)| ConnectionPsp::new(TX_SPI, tx_key(), *rx_spi));
     // Invariant: the configuration is the one `connect` builds for a fresh
     // engine, which accepts it (the engine was just reset).
     let connection = engine
@@ -105,4 +104,13 @@ pub fn reset_and_connect(engine: &mut Engine, ordering: OrderingMode) -> Peer {
         rx_sa,
         spec,
     }
+}
+
+/// The key of the SA the engine sends with (the peer derived it from its
+/// master key for [`TX_SPI`]), derived once per thread.
+fn tx_key() -> SaKey {
+    thread_local! {
+        static KEY: SaKey = MasterKey::new([3; 32]).derive(TX_SPI, PairSpec::default().version);
+    }
+    KEY.with(SaKey::clone)
 }
