@@ -74,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
             // A heap buffer at least as long as the frame, as a port's.
             frame.resize(max_frame_len.max(len), 0);
             frame[..len].copy_from_slice(bytes);
-            if index % 2 == 0 {
+            if index.is_multiple_of(2) {
                 engine.handle_packet(now, &mut frame[..len]);
             } else {
                 let capacity = frame.len();
