@@ -31,6 +31,9 @@ cargo test --release -p falcon
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins
+# The engine harnesses' own tests: the seeds reach the engine, past crash
+# inputs (fuzz/regressions/) run clean.
+cargo test --manifest-path fuzz/Cargo.toml
 
 echo "== release binary smoke test"
 cargo build --release -p falcon

@@ -284,6 +284,23 @@ impl SaDatabase {
         self.cache.find(spi, version).ok_or(RxDrop::UnknownSa)
     }
 
+    /// Back to the state [`new`](Self::new) builds with `keys`: K0 active,
+    /// no rotation, both versions enabled, SPI allocation from index 1 again
+    /// under each key, nothing cached. The cache table's allocation is kept
+    /// (the expensive part of a new database: `capacity` contexts). For
+    /// test and fuzz harnesses that replay inputs against a freshly set-up
+    /// receiver: SPIs allocated before the reset are handed out again, so a
+    /// live node must not reset a database whose SPIs a peer still uses.
+    pub fn reset(&mut self, keys: MasterKeys) {
+        let MasterKeys { k0, k1 } = keys;
+        self.keys = [Some(k0), Some(k1)];
+        self.active = 0;
+        self.rotations = 0;
+        self.enabled = [true; 2];
+        self.next_spi_index = [1; 2];
+        self.cache.clear();
+    }
+
     /// Allocate a fresh SPI from the active master key and derive its SA key
     /// (to send to the peer over the CM's secure channel; PSP spec: the
     /// receiver picks the SPI). SPIs are never reused under one master key.
@@ -454,6 +471,12 @@ impl SaCache {
             }
             *slot = Some(entry);
         }
+    }
+
+    fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = None);
+        self.tick = 0;
+        self.len = 0;
     }
 
     fn purge_key_slot(&mut self, key_slot: usize) {
@@ -646,6 +669,43 @@ mod tests {
         assert_eq!(db.allocate_spi(Version::Aes128Gcm).unwrap().0, Spi(1));
         assert_eq!(db.rotations(), 2);
         assert_eq!(db.active_key(), 0);
+    }
+
+    #[test]
+    fn reset_database_behaves_as_new() {
+        let fresh = || SaDatabase::new(Backend::Ring, spec_keys(), 8);
+        let mut db = fresh();
+        let (spi_a, key_a) = db.allocate_spi(Version::Aes128Gcm).unwrap();
+        let mut tx_a = TxSa::new(Backend::Ring, &key_a, TxSaConfig::falcon(spi_a, None)).unwrap();
+        let pkt_a = seal(&mut tx_a, 1, &falcon_payload());
+        assert!(open(&mut db, &pkt_a).is_ok());
+        db.rotate(MasterKey::new([0x11; 32]));
+        db.allocate_spi(Version::Aes128Gcm).unwrap();
+        db.set_version_enabled(Version::Aes128Gcm, false);
+        assert_eq!(db.cached(), 1);
+
+        db.reset(spec_keys());
+        assert_eq!(format!("{db:?}"), format!("{:?}", fresh()));
+        assert_eq!(db.capacity(), 8);
+        assert!(db.cache.slots.iter().all(Option::is_none));
+        // The same SPIs and keys as a new database, from the original keys.
+        let (mut new, mut reset) = (fresh(), db);
+        for version in [Version::Aes128Gcm, Version::Aes256Gcm] {
+            let (spi, key) = reset.allocate_spi(version).unwrap();
+            let (spi_new, key_new) = new.allocate_spi(version).unwrap();
+            assert_eq!((spi, key.as_bytes()), (spi_new, key_new.as_bytes()));
+        }
+        let k1_spi = Spi(0x8000_0001);
+        assert_eq!(
+            reset
+                .derive(k1_spi, Version::Aes128Gcm)
+                .map(|k| k.as_bytes().to_vec()),
+            new.derive(k1_spi, Version::Aes128Gcm)
+                .map(|k| k.as_bytes().to_vec()),
+            "K1 is the original key again"
+        );
+        assert!(open(&mut reset, &pkt_a).is_ok());
+        assert_eq!(reset.cached(), 1);
     }
 
     #[test]

@@ -163,6 +163,7 @@ mod cid;
 mod cm;
 mod config;
 mod io;
+mod reset;
 mod rotation;
 mod rue_inline;
 mod rx;
@@ -242,6 +243,8 @@ pub struct Engine {
     rng: SplitMix64,
     stats: EngineStats,
     cm: cm::CmEvents,
+    /// The configuration it was built from, for [`reset`](Engine::reset).
+    config: Box<EngineConfig>,
 }
 
 /// The receive side of PSP: the SA database and the global check state.
@@ -293,10 +296,26 @@ impl Engine {
     ///
     /// [`ConfigError`] naming the first invalid field.
     pub fn new(config: EngineConfig, now: Timestamp) -> Result<Engine, ConfigError> {
+        Engine::build(config, now, None)
+    }
+
+    /// [`new`](Self::new), with `sa_database` (built from the same PSP
+    /// configuration) reset instead of a new one allocated.
+    fn build(
+        config: EngineConfig,
+        now: Timestamp,
+        sa_database: Option<SaDatabase>,
+    ) -> Result<Engine, ConfigError> {
         config.validate()?;
         let max_payload = config.max_payload();
         let psp = config.psp.as_ref().map(|p| PspState {
-            db: SaDatabase::new(p.backend, p.master_keys.clone(), p.sa_cache),
+            db: match sa_database {
+                Some(mut db) => {
+                    db.reset(p.master_keys.clone());
+                    db
+                }
+                None => SaDatabase::new(p.backend, p.master_keys.clone(), p.sa_cache),
+            },
             globals: p.globals,
         });
         let profiles = match &config.rue {
@@ -363,6 +382,7 @@ impl Engine {
             rng: SplitMix64::new(config.seed),
             stats: EngineStats::default(),
             cm: cm::CmEvents::new(config.spi_failure_interval),
+            config: Box::new(config.clone()),
         };
         engine.slots_reserve(config.max_connections);
         Ok(engine)

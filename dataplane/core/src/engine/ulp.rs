@@ -110,12 +110,16 @@ impl Engine {
     }
 
     /// The target ULP's Pull Data for pull `rsn` (implies its ACK of the
-    /// Pull Request). At most the request length.
+    /// Pull Request). At most the request length, and at most one packet's
+    /// payload ([`max_payload`](Self::max_payload)): the peer's Request
+    /// Length is 16 bits and may ask for more than one packet carries (OCP
+    /// Falcon 0.9 §5: "each pull request is limited to one MTU").
     ///
     /// # Errors
     ///
     /// [`Rejected`] with the payload: unknown connection or request,
-    /// longer than requested, out of credits (then also an Xoff).
+    /// longer than requested or than a packet carries, out of credits (then
+    /// also an Xoff).
     pub fn submit_pull_data(
         &mut self,
         now: Timestamp,
@@ -138,6 +142,16 @@ impl Engine {
                 })
             }
         };
+        // Checked here, as `submit` checks in the initiator: a longer
+        // Pull Data would be queued and never fit a frame.
+        let max = self.shared.config.max_payload;
+        if payload.len() > max {
+            self.shared.stats.rejected += 1;
+            return Err(Rejected {
+                reason: RejectReason::PayloadTooLong { max },
+                payload,
+            });
+        }
         let result = {
             let conn = conn_in(&mut self.connections, slot);
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
@@ -188,5 +202,101 @@ fn live_connection(
         Some(conn) if conn.handle == handle && !conn.dead => Ok(conn),
         Some(conn) if conn.handle == handle => Err(UlpCommandError::ConnectionNotAlive),
         _ => Err(UlpCommandError::UnknownConnection),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{ConnectionConfig, Engine, EngineConfig};
+    use crate::ids::ConnectionId;
+    use crate::seq::{Psn, Rsn};
+    use crate::time::Timestamp;
+    use crate::transaction::{RejectReason, TransactionKind, UlpEvent};
+    use crate::wire::{
+        BaseHeader, EthernetAddress, FalconRepr, FrameRepr, FrameTemplate, IpFields, ProtocolType,
+        PullRequestRepr, UdpChecksum, PSP_UDP_PORT,
+    };
+
+    /// Found by the `engine_rx_sealed` fuzz target: a peer's Pull Request
+    /// whose Request Length exceeds one packet's payload, answered in full
+    /// by the ULP, queued Pull Data that no frame could carry, and the
+    /// transmit path tripped its "frame longer than max_frame_len" check.
+    #[test]
+    fn pull_data_longer_than_a_packet_is_refused() {
+        let now = Timestamp::from_micros(1);
+        let mut engine = Engine::new(EngineConfig::default(), now).expect("config");
+        let peer_mac = EthernetAddress([2, 0, 0, 0, 0, 2]);
+        let peer_ip = "10.0.0.2".parse().expect("literal address");
+        let cid = ConnectionId::truncating(0x10);
+        let config = ConnectionConfig::new(cid, ConnectionId::truncating(0x20), peer_ip, peer_mac);
+        let conn = engine
+            .add_connection(now, config.clone())
+            .expect("connection");
+        let max = engine.max_payload();
+        let request_length = u16::try_from(max + 1000).expect("fits 16 bits");
+
+        let pull = FalconRepr::PullRequest(PullRequestRepr {
+            header: BaseHeader {
+                connection_id: cid,
+                destination_function: config.local_function,
+                protocol: ProtocolType::Rdma,
+                ack_request: false,
+                data_bpsn: Psn::new(0),
+                request_bpsn: Psn::new(0),
+                psn: Psn::new(0),
+                rsn: Rsn::new(0),
+            },
+            request_length,
+            payload_len: 0,
+        });
+        let template = FrameTemplate::new(FrameRepr {
+            destination: EngineConfig::default().local_mac,
+            source: peer_mac,
+            vlan: None,
+            ip: IpFields::V4 {
+                src: "10.0.0.2".parse().expect("literal address"),
+                dst: "10.0.0.1".parse().expect("literal address"),
+                ttl: 64,
+                dscp: crate::wire::Dscp::ZERO,
+                ecn: crate::wire::Ecn::Ect0,
+                ident: 0,
+                dont_fragment: true,
+            },
+            src_port: 0xC020,
+            dst_port: PSP_UDP_PORT,
+            udp_checksum: UdpChecksum::Zero,
+        });
+        let mut frame = vec![0u8; 256];
+        let start = template.header_len();
+        pull.emit(&mut frame[start..]);
+        let len = template.emit(&mut frame, pull.buffer_len()).expect("fits");
+        engine.handle_packet(now, &mut frame[..len]);
+
+        let Some(UlpEvent::Request(request)) = engine.poll_event() else {
+            panic!("the Pull Request is delivered");
+        };
+        assert_eq!(request.kind, TransactionKind::Pull);
+        assert_eq!(request.request_length, request_length);
+        let whole = vec![9; usize::from(request_length)];
+        let refused = engine
+            .submit_pull_data(now, conn, request.rsn, whole)
+            .expect_err("more than one packet carries");
+        assert_eq!(refused.reason, RejectReason::PayloadTooLong { max });
+        assert_eq!(refused.payload.len(), usize::from(request_length));
+
+        // One packet's worth is taken and goes out whole.
+        engine
+            .submit_pull_data(now, conn, request.rsn, vec![9; max])
+            .expect("one packet's payload");
+        let mut buf = vec![0u8; engine.max_frame_len()];
+        let mut sent = Vec::new();
+        while let Some(len) = engine.poll_transmit(now, &mut buf) {
+            sent.push(len);
+        }
+        assert!(
+            sent.iter().any(|&len| len > max),
+            "the Pull Data frame: {sent:?}"
+        );
+        assert_eq!(engine.stats().drops.total(), 0);
     }
 }
