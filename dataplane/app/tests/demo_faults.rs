@@ -178,6 +178,7 @@ fn long_rnr_timeouts_complete_on_an_unordered_connection() {
         all_complete(ok, &v, 1000);
         assert_eq!(v["ordering"], "unordered");
         check_rnr(&v);
+        assert_eq!(u(&v, "rnr_nacks_sent_behind"), 0, "{v}");
     }
 }
 
@@ -190,6 +191,7 @@ fn rnr_timeout_120_ms_completes_on_an_ordered_connection() {
     all_complete(ok, &v, 2000);
     assert_eq!(v["ordering"], "ordered");
     check_rnr(&v);
+    assert!(u(&v, "rnr_nacks_sent_behind") > 0, "{v}");
 }
 
 /// As above with the longest timeout of the table, 655.36 ms.

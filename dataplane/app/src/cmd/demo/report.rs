@@ -97,9 +97,13 @@ pub struct Report {
     /// Of those, for pulls: the target redelivers them after the timeout
     /// (OCP Falcon 0.9 §8.5.3.4), nothing goes on the wire.
     pub rnr_nacks_sent_pull: u64,
-    /// RNR NACKs the initiator's engine received (the pushes' NACKs that
-    /// were not lost; NACKs are unreliable, a lost one is recovered by the
-    /// retransmit timeout).
+    /// RNR NACKs the target's transaction layer sent itself: on an ordered
+    /// connection every Push Data behind a request its ULP refused is
+    /// refused too until that request is back (OCP Falcon 0.9 §8.5.3.4).
+    pub rnr_nacks_sent_behind: u64,
+    /// RNR NACKs the initiator's engine received: the ULP's for pushes and
+    /// those sent behind them, less the lost ones (NACKs are unreliable, a
+    /// lost one is recovered by the retransmit timeout).
     pub rnr_nacks_received: u64,
     /// Requests the target redelivered to its ULP after an RNR NACK.
     pub rnr_redeliveries: u64,
@@ -188,6 +192,7 @@ impl Report {
             rnr_nacks_sent: 0,
             rnr_nacks_sent_push: 0,
             rnr_nacks_sent_pull: 0,
+            rnr_nacks_sent_behind: 0,
             rnr_nacks_received: 0,
             rnr_redeliveries: 0,
             rnr_wait_max_us: 0.0,
@@ -237,6 +242,7 @@ impl Report {
         self.resyncs = a.resyncs + b.resyncs;
         self.key_rotations = a.key_rotations;
         self.rnr_nacks_received = a.transactions.rnr_received;
+        self.rnr_nacks_sent_behind = b.transactions.rnr_sent_behind;
         self.rnr_redeliveries = b.transactions.redeliveries;
         let mut drops = a.drops.clone();
         drops.merge(&b.drops);
@@ -362,11 +368,12 @@ pub fn print_text(r: &Report) {
     }
     if r.rnr > 0.0 {
         println!(
-            "  target RNR    {} RNR NACKs ({} push, {} pull; timeout {:.2} ms), {} received by the initiator, {} redeliveries; longest RNR wait {:.2} ms to completion, {:.2} ms to redelivery",
+            "  target RNR    {} RNR NACKs ({} push, {} pull; timeout {:.2} ms) and {} for pushes behind them, {} received by the initiator, {} redeliveries; longest RNR wait {:.2} ms to completion, {:.2} ms to redelivery",
             r.rnr_nacks_sent,
             r.rnr_nacks_sent_push,
             r.rnr_nacks_sent_pull,
             r.rnr_timeout_us / 1e3,
+            r.rnr_nacks_sent_behind,
             r.rnr_nacks_received,
             r.rnr_redeliveries,
             r.rnr_wait_max_us / 1e3,
