@@ -11,7 +11,8 @@ use super::rotation::Bench;
 use crate::drop::DropReason;
 use crate::engine::{CmEvent, Engine, SpiCheckFailure};
 use crate::ids::ConnectionId;
-use crate::wire::{parse_rx, ChecksumChecks};
+use crate::wire::frame::parse_with;
+use crate::wire::ChecksumChecks;
 
 /// B's connection id (`PairSpec::default`): the CID of what A sends.
 const B_CID: u32 = 0x20;
@@ -29,7 +30,10 @@ fn drops(engine: &Engine, reason: RxDrop) -> u64 {
 
 /// The frame's PSP header, to read or forge.
 fn psp_header(frame: &mut [u8]) -> Header<&mut [u8]> {
-    let range = parse_rx(frame, ChecksumChecks::ALL).expect("frame").payload;
+    let range = parse_with(frame, ChecksumChecks::ALL)
+        .expect("frame")
+        .layers
+        .payload;
     Header::new_checked(&mut frame[range]).expect("PSP header")
 }
 
