@@ -246,14 +246,17 @@ fn faults(config: &DemoConfig, origin: &Origin) -> Result<Faults> {
 /// them for a target ULP that answers RNR: a pull's RNR waits happen at the
 /// target and the initiator hears nothing of them (OCP Falcon 0.9
 /// §8.5.3.4), and on an ordered connection a request waits out the RNR
-/// timeouts of those before it as well as its own, so the soft-state
-/// timeout outlasts a few of them (four, at least the default 1 s).
+/// timeouts of those before it as well as its own. Refusals chain: with
+/// `depth` requests behind a refused one, one of them is likely refused in
+/// turn when first delivered (`--rnr 0.01`, depth 64: about one in two), so
+/// the soft-state timeout outlasts 32 RNR timeouts (a chain that long comes
+/// about once in 10^10 refusals), and at least the default 1 s.
 fn transaction_config(ulp: &TargetUlp) -> TransactionConfig {
     let default = TransactionConfig::default();
     if ulp.rnr_ppm == 0 {
         return default;
     }
-    let outlast = ulp.rnr_timeout.as_duration() * 4;
+    let outlast = ulp.rnr_timeout.as_duration() * 32;
     TransactionConfig {
         transaction_timeout: default.transaction_timeout.max(outlast),
         target_timeout: default.target_timeout.max(outlast),

@@ -29,7 +29,8 @@ use psp::{Header, RxDrop, Spi, HEADER_LEN, NEXT_HEADER_FALCON};
 use crate::engine::{ConnectionHandle, Engine};
 use crate::ids::ConnectionId;
 use crate::time::Timestamp;
-use crate::wire::{parse_rx, peek_connection_id, ChecksumChecks};
+use crate::wire::frame::parse_with;
+use crate::wire::{peek_connection_id, ChecksumChecks};
 
 /// (reason, SPI) pairs the limiter tracks at once. Each yields at most one
 /// event per interval, so this also bounds the events per interval: a flood
@@ -126,12 +127,14 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(super) fn report_psp_drop(&mut self, now: Timestamp, reason: RxDrop, frame: &[u8]) {
-        // Checked once on receipt; a UDP checksum no longer holds once the
-        // payload is decrypted in place.
-        let Ok(parsed) = parse_rx(frame, ChecksumChecks::OFFLOADED, &self.addresses) else {
+        // Checked once on receipt (addresses included); a UDP checksum no
+        // longer holds once the payload is decrypted in place. The full
+        // parse, not `parse_rx`: a second caller of that kept it from being
+        // inlined into the receive path.
+        let Ok(parsed) = parse_with(frame, ChecksumChecks::OFFLOADED) else {
             return;
         };
-        let Some(Ok(header)) = frame.get(parsed.payload).map(Header::new_checked) else {
+        let Some(Ok(header)) = frame.get(parsed.layers.payload).map(Header::new_checked) else {
             return;
         };
         let spi = header.spi();

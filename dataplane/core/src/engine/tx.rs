@@ -14,7 +14,7 @@ use psp::{TxSa, ICV_LEN};
 
 use crate::delivery::Retransmission;
 use crate::drop::DropReason;
-use crate::engine::{arm_connection, Engine};
+use crate::engine::{arm_connection, Connection, Engine};
 use crate::time::Timestamp;
 use crate::transaction::{decode_handle, Role};
 use crate::wire::{FalconRepr, FrameTemplate, ResyncCode};
@@ -91,12 +91,7 @@ impl Engine {
                 },
                 (None, None) => {
                     self.stats.resyncs += 1;
-                    if let FalconRepr::Resync(resync) = &packet.repr {
-                        if resync.code == ResyncCode::LocalXlrFlow {
-                            conn.initiator
-                                .on_local_xlr_sent(now, resync.header.rsn, packet.psn());
-                        }
-                    }
+                    resync_sent(conn, now, &packet.repr);
                     &[]
                 }
                 (handle, Some(reason)) => {
@@ -234,4 +229,19 @@ fn emit_frame(
         .emit(buf, udp_payload_len)
         .map_err(|_| DropReason::TxSealFailed)?;
     Ok(headroom + udp_payload_len)
+}
+
+/// A Resync left `conn`: one that a request became at its first
+/// transmission (the local xLR drop filter, OCP Falcon 0.9 §11) records
+/// the request sent. Out of line: Resyncs are rare, and inlined this grew
+/// the transmit loop on every packet.
+#[cold]
+#[inline(never)]
+fn resync_sent(conn: &mut Connection, now: Timestamp, repr: &FalconRepr) {
+    if let FalconRepr::Resync(resync) = repr {
+        if resync.code == ResyncCode::LocalXlrFlow {
+            let (rsn, psn) = (resync.header.rsn, resync.header.psn);
+            conn.initiator.on_local_xlr_sent(now, rsn, psn);
+        }
+    }
 }

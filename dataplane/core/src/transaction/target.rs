@@ -253,12 +253,7 @@ impl Target {
             }
         }
         if ctx.delivery.xlr_filter().target {
-            // §11 target table, "Match local xLR drop filter: Drop, no
-            // resource reservation"; the delivery sublayer sends the xLR
-            // drop NACK (code 4) and the initiator resyncs the RSN away.
-            let reason = ctx.delivery.refuse(ctx.now, arrival, Refusal::Xlr);
-            ctx.shared.drops.record(reason);
-            self.keep_hole(fresh);
+            self.xlr_drop(ctx, arrival, fresh);
             return;
         }
         if kind == TransactionKind::Push && self.behind_block(rsn) {
@@ -362,6 +357,17 @@ impl Target {
             self.deliver_ready(ctx, rsn);
         }
         debug_assert!(!self.slots.front().is_some_and(|f| f.state.is_finished()));
+    }
+
+    /// §11 target table, "Match local xLR drop filter: Drop, no resource
+    /// reservation"; the delivery sublayer sends the xLR drop NACK (code 4)
+    /// and the initiator resyncs the RSN away.
+    #[cold]
+    #[inline(never)]
+    fn xlr_drop(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, fresh: bool) {
+        let reason = ctx.delivery.refuse(ctx.now, arrival, Refusal::Xlr);
+        ctx.shared.drops.record(reason);
+        self.keep_hole(fresh);
     }
 
     /// A refused request's RSN, if it was past the ring's back, still
@@ -841,10 +847,15 @@ impl Target {
     /// ([`nack_held_behind`](Self::nack_held_behind)). NACKing them too
     /// would cost each request behind a chain of refused ones one RNR
     /// timeout per link.
+    #[inline(always)]
     fn behind_block(&self, rsn: Rsn) -> bool {
-        if self.blocked.is_empty() {
-            return false;
-        }
+        !self.blocked.is_empty() && self.behind_refused(rsn)
+    }
+
+    /// [`behind_block`](Self::behind_block) with a block present.
+    #[cold]
+    #[inline(never)]
+    fn behind_refused(&self, rsn: Rsn) -> bool {
         let head = self.head();
         head.before(rsn)
             && self.index(head).is_some_and(|index| {
@@ -864,7 +875,11 @@ impl Target {
     /// initiator retransmits it after the RNR wait, which counts toward no
     /// Max Retransmit Attempts, instead of its waiting here for the ULP RTO
     /// to exhaust it. (Pull Requests behind a block wait here: they are
-    /// acknowledged already and the target redelivers them itself.)
+    /// acknowledged already and the target redelivers them itself.) Out of
+    /// line: inlined, it made `on_request` too large for its hot callees
+    /// (the short payload's copy, the resource release) to be inlined.
+    #[cold]
+    #[inline(never)]
     fn nack_behind_block(
         &mut self,
         ctx: &mut Ctx<'_>,
