@@ -99,10 +99,16 @@ impl DeliveryConnection {
 
     /// OCP Falcon 0.9 §9.1.5 and §11 for one expired packet.
     fn expire(&mut self, window: Window, psn: Psn, slot: SentPacket) {
-        if slot.rnr_until.is_some() {
-            // The RNR wait is over: retransmit. Not a loss, so not counted
-            // toward Max Retransmit Attempts (our choice: an RNR-NACKed Push
-            // Data may wait many times for a slow ULP).
+        if slot.rnr_until.is_some() || slot.received {
+            // The RNR wait is over, or the ULP RTO of a packet the receiver
+            // holds: retransmit. Neither is a loss — the receiver answered —
+            // so neither counts toward Max Retransmit Attempts (our choice:
+            // an RNR-NACKed Push Data may wait many times for a slow ULP,
+            // and on an ordered connection one received behind a refused
+            // request waits out RNR timeouts it cannot see, §8.5.3.4). A
+            // receiver that stops answering stops marking packets received,
+            // so the RTO counts again; a ULP that never answers is caught by
+            // the transaction timeout.
             if let Some(slot) = self.tx_mut(window).slot_mut(psn) {
                 slot.rnr_until = None;
             }

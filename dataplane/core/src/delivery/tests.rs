@@ -1623,6 +1623,58 @@ fn received_not_ulp_acked_waits_for_the_ulp_rto() {
     );
 }
 
+/// A packet the receiver holds (EACK data-rx-bitmap) is not lost: its ULP
+/// RTO expiries count toward no Max Retransmit Attempts. The case of
+/// §8.5.3.4: on an ordered connection Push Data 0 is RNR-NACKed for 655.36
+/// ms and Push Data 1, received behind it, waits; with a limit of 3, ten
+/// ULP RTOs later 1 is still the Push Data, not a Resync, no exhaustion was
+/// reported, and 0 waits out its RNR timeout.
+#[test]
+fn ulp_rto_expiries_of_a_held_packet_do_not_exhaust_it() {
+    let config = DeliveryConfig {
+        max_retransmit_attempts: 3,
+        ..DeliveryConfig::default()
+    };
+    let mut s = Script::new(&config);
+    s.submit(A, PacketKind::PushData, 0);
+    s.submit(A, PacketKind::PushData, 1);
+    let sent = s.transmit(A);
+    let refused = s.deliver_admit(B, &sent[0].repr);
+    let held = s.deliver_admit(B, &sent[1].repr);
+    let rnr = UlpNack::ReceiverNotReady {
+        timeout: RnrTimeout::LONGEST,
+        ulp_nack_code: 32,
+    };
+    s.conns[B].handle_ulp_nack(s.now, refused, rnr).unwrap();
+    s.advance(Duration::from_micros(8));
+    for ack in s.acks(B) {
+        assert_eq!(s.deliver(A, &ack), RxOutcome::Processed);
+    }
+    let mut copies = 0;
+    for _ in 0..10 {
+        s.advance(Duration::from_micros(5_100));
+        for packet in s.transmit(A) {
+            assert_eq!(psn_of(&packet.repr), held, "0 waits out its RNR timeout");
+            assert_eq!(packet.repr.packet_type(), PacketType::PushData);
+            copies += 1;
+            // A duplicate at B: dropped; the EACK says received again.
+            let _ = s.deliver(B, &packet.repr);
+        }
+        s.advance(Duration::from_micros(8));
+        for ack in s.acks(B) {
+            let _ = s.deliver(A, &ack);
+        }
+    }
+    assert_eq!(copies, 10, "one copy per ULP RTO");
+    let events = s.events(A);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::RetransmitExhausted { .. })),
+        "{events:?}"
+    );
+}
+
 /// §9.1.6: "When receiving a packet with the AR bit set, the transmitter
 /// must send an ACK packet when the packet is acknowledged". Piggybacking
 /// the bases on an outgoing packet only stops the coalescing *timer*; the
