@@ -725,10 +725,7 @@ impl Initiator {
     /// RNR timeouts of up to 655.36 ms, any number of times. Moving a
     /// deadline later keeps `sweep_at` a lower bound.
     pub fn on_receiver_not_ready(&mut self, now: Timestamp, rsn: Rsn) {
-        let Some(index) = usize::try_from(rsn.offset_from(self.retired))
-            .ok()
-            .filter(|&i| i < self.slots.len())
-        else {
+        let Some(index) = self.index(rsn) else {
             return;
         };
         let slot = &mut self.slots[index];
