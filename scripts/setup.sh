@@ -6,11 +6,12 @@
 #   libdpdk-dev, dpdk                DPDK 22.11 headers, libraries and PMDs
 #   libnuma-dev                      linked by DPDK's pkg-config flags
 #   g++                              libFuzzer runtime for the fuzz targets
+#   valgrind                         callgrind, for scripts/instruction-check.sh
 #   llvm-N                           llvm-profdata of rustc's own LLVM (N from
 #                                    `rustc -vV`), for scripts/build-pgo.sh
 set -euo pipefail
 
-packages=(pkg-config clang libclang-dev libdpdk-dev dpdk libnuma-dev g++)
+packages=(pkg-config clang libclang-dev libdpdk-dev dpdk libnuma-dev g++ valgrind)
 # The profile-guided build needs the llvm-profdata of the LLVM rustc is built
 # on: raw profiles change format between LLVM releases.
 llvm_major=$(rustc -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' || true)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, CI). Installs what is missing, then runs the
 # formatter check, clippy with warnings as errors, every test of the workspace,
-# a build of the fuzz targets and the profile-guided build's pipeline.
+# a build of the fuzz targets, the instruction-count check and the
+# profile-guided build's pipeline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,12 @@ cargo test --manifest-path fuzz/Cargo.toml
 
 echo "== release binary smoke test"
 cargo build --release -p falcon
+
+echo "== instruction counts (scripts/instruction-check.sh)"
+# The engines' instructions per transaction against the committed
+# baseline: more than +3 % fails (a change that must cost more updates
+# scripts/instruction-baseline.txt in the same commit and says why).
+bash scripts/instruction-check.sh
 
 echo "== profile-guided build (scripts/build-pgo.sh --quick)"
 # The whole pipeline: instrumented build, training runs, merge, optimised

@@ -703,6 +703,9 @@ pub struct ProfileReport {
     pub drops: u64,
     /// How this binary was built ([`LoopReport::build`]).
     pub build: &'static str,
+    /// The AES-GCM code `ring` runs on this CPU ([`LoopReport::aes_gcm_path`]):
+    /// the PSP profiles' instruction counts depend on it.
+    pub aes_gcm_path: &'static str,
     /// How the loop ran (the engine profiles; the floor takes its depth).
     pub shape: Shape,
 }
@@ -750,6 +753,7 @@ pub fn profile(profile: Profile, transactions: u64, shape: Shape) -> Result<Prof
         retransmissions,
         drops,
         build: BUILD,
+        aes_gcm_path: Backend::Ring.aes_gcm_path(),
         shape,
     })
 }
@@ -783,6 +787,7 @@ fn bound_profile(
         retransmissions: 0,
         drops: 0,
         build: BUILD,
+        aes_gcm_path: Backend::Ring.aes_gcm_path(),
         shape,
     })
 }
