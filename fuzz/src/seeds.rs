@@ -133,15 +133,7 @@ pub fn all() -> Vec<(String, Vec<u8>)> {
             ],
         );
     }
-    for code in [
-        ResyncCode::TargetUlpCompletionInError,
-        ResyncCode::LocalXlrFlow,
-        ResyncCode::RetransmissionExhausted,
-        ResyncCode::TransactionTimedOut,
-        ResyncCode::RemoteXlrFlow,
-        ResyncCode::TargetUlpNonRecoverableError,
-        ResyncCode::TargetUlpInvalidCid,
-    ] {
+    for code in ResyncCode::ALL {
         add(
             &format!("resync-{}", u8::from(code)),
             vec![p.resync(0, 0, code, PacketType::PushData)],

@@ -611,15 +611,7 @@ fn reserved_and_stale_nacks_are_dropped() {
 /// code, ACKs; a repeat is a duplicate that is still ACKed.
 #[test]
 fn resync_receive_every_code_both_windows() {
-    let codes = [
-        ResyncCode::TargetUlpCompletionInError,
-        ResyncCode::LocalXlrFlow,
-        ResyncCode::RetransmissionExhausted,
-        ResyncCode::TransactionTimedOut,
-        ResyncCode::RemoteXlrFlow,
-        ResyncCode::TargetUlpNonRecoverableError,
-        ResyncCode::TargetUlpInvalidCid,
-    ];
+    let codes = ResyncCode::ALL;
     for (i, code) in codes.into_iter().enumerate() {
         for kind in [
             PacketKind::PullRequest,

@@ -119,6 +119,19 @@ enum_with_unknown! {
     }
 }
 
+impl ResyncCode {
+    /// Every defined code, in code order (0x1–0x7).
+    pub const ALL: [ResyncCode; 7] = [
+        ResyncCode::TargetUlpCompletionInError,
+        ResyncCode::LocalXlrFlow,
+        ResyncCode::RetransmissionExhausted,
+        ResyncCode::TransactionTimedOut,
+        ResyncCode::RemoteXlrFlow,
+        ResyncCode::TargetUlpNonRecoverableError,
+        ResyncCode::TargetUlpInvalidCid,
+    ];
+}
+
 enum_with_unknown! {
     /// NACK Code (8 bits): why the receiver refused a packet. OCP Falcon 0.9
     /// §7.8 (p.36); 0, 3, 5 and 9–255 are reserved (isekai misuses 5
@@ -317,6 +330,14 @@ impl fmt::Display for RnrTimeout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resync_all_is_every_defined_code_in_order() {
+        for (i, code) in ResyncCode::ALL.into_iter().enumerate() {
+            assert_eq!(u8::from(code), i as u8 + 1);
+        }
+        assert_eq!(ResyncCode::from(8), ResyncCode::Unknown(8));
+    }
 
     #[test]
     fn packet_type_codes_match_the_spec() {
