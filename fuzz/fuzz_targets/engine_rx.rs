@@ -9,9 +9,12 @@
 //! reach the delivery and transaction layers of a connection). Both are
 //! built once per process and reset before every input (`Engine::reset`),
 //! so each input meets an engine as `Engine::new` built it. The rest of the
-//! input is a sequence of frames, `[len:u16 BE][bytes]`; they alternate
-//! between `handle_packet` (a slice) and `handle_frame` (a heap buffer the
-//! engine may take over, with the declared length, which may overshoot).
+//! input is a sequence of frames, `[len:u16 BE][bytes]`, each handed to
+//! `handle_packet` in a buffer of its own; they alternate between a buffer
+//! of the frame's length and a port-sized one (room for the longest frame)
+//! whose frame length is the declared one, which may overshoot the bytes
+//! into the buffer's zeroed tail. Delivered payloads are released and the
+//! frames the engine lets go of taken back, as a port's loop does.
 #![no_main]
 
 use std::cell::RefCell;
@@ -19,16 +22,18 @@ use std::time::Duration;
 
 use falcon_core::delivery::OrderingMode;
 use falcon_core::engine::Engine;
+use falcon_core::port::{FrameBuf, PacketBuf};
+use falcon_core::transaction::UlpEvent;
 use falcon_fuzz::{engine_config, reset_and_connect, START};
 use libfuzzer_sys::fuzz_target;
 
 struct Engines {
     psp: Engine,
     plain: Engine,
-    /// The frame buffer (`handle_frame` may swap it for a spare).
-    frame: Vec<u8>,
-    /// `poll_transmit`'s buffer.
+    /// `poll_transmit_into`'s buffer.
     tx: Vec<u8>,
+    /// Frames the engine let go of (`Engine::take_released`), dropped.
+    released: Vec<FrameBuf>,
 }
 
 thread_local! {
@@ -37,14 +42,15 @@ thread_local! {
 
 fn build() -> Engines {
     // Invariant: the harness's configurations validate.
-    let engine = |psp| Engine::new(engine_config(psp), START).expect("valid configuration");
+    let engine =
+        |psp| -> Engine { Engine::new(engine_config(psp), START).expect("valid configuration") };
     let psp = engine(true);
     let len = psp.max_frame_len();
     Engines {
         psp,
         plain: engine(false),
-        frame: vec![0; len],
         tx: vec![0; len],
+        released: Vec::new(),
     }
 }
 
@@ -57,8 +63,8 @@ fuzz_target!(|data: &[u8]| {
         let Engines {
             psp,
             plain,
-            frame,
             tx,
+            released,
         } = cell.get_or_insert_with(build);
         let engine = if mode & 1 == 0 { psp } else { plain };
         reset_and_connect(engine, OrderingMode::Ordered);
@@ -71,21 +77,28 @@ fuzz_target!(|data: &[u8]| {
             let (bytes, tail) = tail.split_at(len);
             rest = tail;
             index += 1;
-            // A heap buffer at least as long as the frame, as a port's.
-            frame.resize(max_frame_len.max(len), 0);
-            frame[..len].copy_from_slice(bytes);
-            if index.is_multiple_of(2) {
-                engine.handle_packet(now, &mut frame[..len]);
+            let frame = if index.is_multiple_of(2) {
+                FrameBuf::from_frame(bytes, len)
             } else {
-                let capacity = frame.len();
-                engine.handle_frame(now, frame, declared);
-                assert_eq!(frame.len(), capacity, "a spare as long as the frame");
-            }
+                let mut frame = FrameBuf::from_frame(bytes, max_frame_len.max(len));
+                frame.set_len(declared);
+                frame
+            };
+            // A frame handed back would go back to its port: dropped here.
+            let _ = engine.handle_packet(now, frame);
             now = now.saturating_add(Duration::from_micros(3));
             engine.handle_timeout(now);
-            while engine.poll_event().is_some() {}
+            while let Some(event) = engine.poll_event() {
+                match event {
+                    UlpEvent::Request(request) => engine.release(request.payload),
+                    UlpEvent::Completion(completion) => engine.release(completion.data),
+                    _ => {}
+                }
+            }
             while engine.poll_cm_event().is_some() {}
-            while engine.poll_transmit(now, tx).is_some() {}
+            while engine.poll_transmit_into(now, tx).is_some() {}
+            engine.take_released(released);
+            released.clear();
         }
     });
 });

@@ -21,9 +21,9 @@
 //! input = flags:u8 step*
 //! flags : bit 0 set: the connection is unordered (§8.4.2), else ordered
 //! step  = op:u8 argument
-//!   op & 7 = 0  frame     len:u16be plaintext[len]  handle_packet
-//!            1  frame     len:u16be plaintext[len]  handle_frame (zero-copy)
-//!            2  frame     len:u16be plaintext[len]  IP ECN CE, handle_packet
+//!   op & 7 = 0  frame     len:u16be plaintext[len]  handle_packet, buffer of the frame's length
+//!            1  frame     len:u16be plaintext[len]  handle_packet, port-sized buffer
+//!            2  frame     len:u16be plaintext[len]  IP ECN CE, as 0
 //!            3  replay    -                          the last frame again
 //!            4  advance   n:u8                       now += (n + 1) << (3 · (op >> 5)) µs
 //!            5  push      len:u16be                  the engine submits a push of len bytes
@@ -33,9 +33,12 @@
 //!
 //! A truncated step ends the input. After every step the clock moves on
 //! 1 µs, [`Engine::handle_timeout`] runs, and the outputs are drained:
-//! [`Engine::poll_transmit`] until `None` (the frames are discarded: the
-//! peer is the input), [`Engine::poll_event`] until `None` with each
-//! delivered request answered by the policy and every buffer recycled.
+//! [`Engine::poll_transmit_into`] until `None` (the frames are discarded:
+//! the peer is the input), [`Engine::poll_event`] until `None` with each
+//! delivered request answered by the policy and every received payload
+//! released; the frames the engine lets go of are taken back
+//! ([`Engine::take_released`]) as a port's loop does. A frame the engine
+//! hands back from `handle_packet` is dropped.
 //!
 //! Policy `p` (5 bits, initially 0): `p & 7` in 0..=3 accepts (ACK a push,
 //! serve a pull with its full length); 4 answers RNR with timeout code
@@ -48,8 +51,9 @@ use std::time::Duration;
 
 use falcon_core::delivery::{OrderingMode, UlpNack};
 use falcon_core::engine::{Engine, EngineStats};
+use falcon_core::port::FrameBuf;
 use falcon_core::time::Timestamp;
-use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent};
+use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent, UlpHeader};
 use falcon_core::wire::{
     Dscp, Ecn, FrameRepr, FrameTemplate, IpFields, RnrTimeout, UdpChecksum, PSP_UDP_PORT,
 };
@@ -94,11 +98,12 @@ pub enum Step {
 /// How a frame reaches the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
-    /// `handle_packet`.
+    /// `handle_packet`, in a buffer of the frame's length.
     Packet,
-    /// `handle_frame`, which may take the buffer (zero-copy receive).
+    /// `handle_packet`, in a port-sized buffer (room for the engine's
+    /// longest frame after the frame).
     Frame,
-    /// `handle_packet`, the IP header's ECN field Congestion Experienced.
+    /// As `Packet`, the IP header's ECN field Congestion Experienced.
     EcnCe,
 }
 
@@ -220,12 +225,15 @@ struct Harness {
     engine: Engine,
     plain: FrameTemplate,
     ce_marked: FrameTemplate,
-    /// The frame being delivered (`handle_frame` may swap it for a spare).
+    /// Where each frame is sealed, port-sized (the engine's longest
+    /// frame), before it is copied into the buffer it is delivered in.
     frame: Vec<u8>,
     /// The last sealed frame, for [`Step::Replay`].
     last: Vec<u8>,
-    /// `poll_transmit`'s buffer.
+    /// `poll_transmit_into`'s buffer.
     tx: Vec<u8>,
+    /// Frames the engine let go of (`Engine::take_released`), dropped.
+    released: Vec<FrameBuf>,
 }
 
 impl Harness {
@@ -259,6 +267,7 @@ impl Harness {
             frame: vec![0; max_frame_len],
             last: Vec::with_capacity(max_frame_len),
             tx: vec![0; max_frame_len],
+            released: Vec::new(),
         }
     }
 
@@ -285,19 +294,18 @@ impl Harness {
                     if let Some(len) = seal(template, &mut sa, now, &plaintext, &mut self.frame) {
                         self.last.clear();
                         self.last.extend_from_slice(&self.frame[..len]);
-                        if via == Via::Frame {
-                            self.engine.handle_frame(now, &mut self.frame, len);
-                            self.frame.resize(self.tx.len(), 0);
-                        } else {
-                            self.engine.handle_packet(now, &mut self.frame[..len]);
-                        }
+                        let capacity = match via {
+                            Via::Frame => self.frame.len(),
+                            Via::Packet | Via::EcnCe => len,
+                        };
+                        let frame = FrameBuf::from_frame(&self.frame[..len], capacity);
+                        let _ = self.engine.handle_packet(now, frame);
                     }
                 }
                 Step::Replay => {
                     if !self.last.is_empty() {
-                        let len = self.last.len();
-                        self.frame[..len].copy_from_slice(&self.last);
-                        self.engine.handle_packet(now, &mut self.frame[..len]);
+                        let frame = FrameBuf::from_frame(&self.last, self.last.len());
+                        let _ = self.engine.handle_packet(now, frame);
                     }
                 }
                 Step::Advance { n, scale } => {
@@ -315,11 +323,9 @@ impl Harness {
                 }
                 Step::Pull { len } => {
                     tag += 1;
-                    let _ = self.engine.submit(
-                        now,
-                        connection,
-                        Transaction::pull(tag, len, Vec::new()),
-                    );
+                    let _ = self
+                        .engine
+                        .submit(now, connection, Transaction::pull(tag, len));
                 }
                 Step::Policy(p) => policy = p & 31,
             }
@@ -334,7 +340,7 @@ impl Harness {
     /// are quiet (an answer may queue a transmission).
     fn drain(&mut self, now: Timestamp, policy: u8) {
         loop {
-            while self.engine.poll_transmit(now, &mut self.tx).is_some() {}
+            while self.engine.poll_transmit_into(now, &mut self.tx).is_some() {}
             while self.engine.poll_cm_event().is_some() {}
             let mut answered = false;
             while let Some(event) = self.engine.poll_event() {
@@ -342,18 +348,17 @@ impl Harness {
                 match event {
                     UlpEvent::Request(request) => {
                         answer(&mut self.engine, now, policy, &request);
-                        self.engine.recycle(request.payload);
+                        self.engine.release(request.payload);
                     }
-                    UlpEvent::Completion(completion) => {
-                        self.engine.recycle(completion.data);
-                        self.engine.recycle(completion.request);
-                    }
+                    UlpEvent::Completion(completion) => self.engine.release(completion.data),
                     UlpEvent::ConnectionError { .. }
                     | UlpEvent::Xoff { .. }
                     | UlpEvent::Xon { .. } => {}
                 }
             }
             if !answered {
+                self.engine.take_released(&mut self.released);
+                self.released.clear();
                 return;
             }
         }
@@ -375,7 +380,7 @@ fn answer(
         0..=3 => {
             if request.kind == TransactionKind::Pull {
                 let data = vec![0x5A; usize::from(request.request_length)];
-                let _ = engine.submit_pull_data(now, connection, rsn, data);
+                let _ = engine.submit_pull_data(now, connection, rsn, UlpHeader::EMPTY, data);
             } else {
                 let _ = engine.ulp_ack(now, connection, rsn);
             }

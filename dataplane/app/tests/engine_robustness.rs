@@ -10,9 +10,9 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec};
-use falcon_core::port::{Loopback, LoopbackConfig};
+use falcon_core::port::{FrameBuf, Loopback, LoopbackConfig};
 use falcon_core::time::Timestamp;
-use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent};
+use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent, UlpHeader};
 use falcon_core::wire::frame::{FrameRepr, IpFields, UdpChecksum, PSP_UDP_PORT};
 use falcon_core::wire::{Dscp, Ecn, EthernetAddress};
 use proptest::prelude::*;
@@ -42,8 +42,8 @@ fn engines() -> (
         local_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
         ..EngineConfig::default()
     };
-    let mut a = Engine::new(a, now).unwrap();
-    let mut b = Engine::new(b, now).unwrap();
+    let mut a: Engine = Engine::new(a, now).unwrap();
+    let mut b: Engine = Engine::new(b, now).unwrap();
     let (ca, cb) = connect(now, &mut a, &mut b, &PairSpec::default()).unwrap();
     (a, b, ca, cb, now)
 }
@@ -145,7 +145,7 @@ fn run_traffic(
         let t = if tag % 2 == 0 {
             Transaction::push(tag, vec![1; 100])
         } else {
-            Transaction::pull(tag, 100, Vec::new())
+            Transaction::pull(tag, 100)
         };
         let _ = a.submit(now, ca, t);
     }
@@ -163,6 +163,7 @@ fn run_traffic(
                 match ev {
                     UlpEvent::Request(r) if r.kind == TransactionKind::Push => {
                         let _ = engine.ulp_ack(now, conn, r.rsn);
+                        engine.release(r.payload);
                     }
                     UlpEvent::Request(r) => {
                         let _ = engine.ulp_ack(now, conn, r.rsn);
@@ -170,10 +171,15 @@ fn run_traffic(
                             now,
                             conn,
                             r.rsn,
+                            UlpHeader::EMPTY,
                             vec![2; usize::from(r.request_length)],
                         );
+                        engine.release(r.payload);
                     }
-                    UlpEvent::Completion(_) => completed += 1,
+                    UlpEvent::Completion(c) => {
+                        completed += 1;
+                        engine.release(c.data);
+                    }
                     UlpEvent::ConnectionError { .. } => errors += 1,
                     UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                 }
@@ -193,13 +199,13 @@ proptest! {
         let (mut a, mut b, ca, cb, mut now) = engines();
         let before = b.stats();
         for p in &packets {
-            let mut frame = frame_to_b(p);
-            b.handle_packet(now, &mut frame);
+            let frame = frame_to_b(p);
+            let _ = b.handle_packet(now, FrameBuf::from_frame(&frame, frame.len()));
             now = now + Duration::from_micros(3);
             b.handle_timeout(now);
             while b.poll_event().is_some() {}
             let mut buf = vec![0u8; b.max_frame_len()];
-            while b.poll_transmit(now, &mut buf).is_some() {}
+            while b.poll_transmit_into(now, &mut buf).is_some() {}
         }
         let after = b.stats();
         prop_assert_eq!(after.rx_frames - before.rx_frames, packets.len() as u64);
@@ -224,13 +230,13 @@ fn generated_headers_reach_the_delivery_layer() {
     let n = 500u64;
     for _ in 0..n {
         let p = falcon_packet().new_tree(&mut runner).unwrap().current();
-        let mut frame = frame_to_b(&p);
-        b.handle_packet(now, &mut frame);
+        let frame = frame_to_b(&p);
+        let _ = b.handle_packet(now, FrameBuf::from_frame(&frame, frame.len()));
         now = now + Duration::from_micros(3);
         b.handle_timeout(now);
         while b.poll_event().is_some() {}
         let mut buf = vec![0u8; b.max_frame_len()];
-        while b.poll_transmit(now, &mut buf).is_some() {}
+        while b.poll_transmit_into(now, &mut buf).is_some() {}
     }
     let stats = b.stats();
     let parse_drops: u64 = stats

@@ -104,6 +104,10 @@ pub enum DropReason {
     /// A packet the engine could not seal (the SA's IV space is exhausted):
     /// not sent; the delivery sublayer retransmits it after a rekey.
     TxSealFailed,
+    /// A Pull Request whose ULP header is longer than a request holds
+    /// ([`ULP_HEADER_CAPACITY`](crate::transaction::ULP_HEADER_CAPACITY):
+    /// no ULP over Falcon 0.9 sends more than 56 bytes); not admitted.
+    UlpHeaderTooLong,
     /// A packet whose destination connection id names no connection.
     UnknownConnection,
     /// A Falcon packet type reserved in rev 0.9.
@@ -146,12 +150,13 @@ impl DropReason {
     ];
 
     /// The reasons declared after `Psp`, in index order.
-    const TAIL: [DropReason; 10] = [
+    const TAIL: [DropReason; 11] = [
         DropReason::RsnOutOfRange,
         DropReason::StaleAck,
         DropReason::StaleNack,
         DropReason::StalePacket,
         DropReason::TxSealFailed,
+        DropReason::UlpHeaderTooLong,
         DropReason::UnknownConnection,
         DropReason::UnknownPacketType,
         DropReason::UnmatchedPullData,
@@ -214,6 +219,7 @@ impl DropReason {
             DropReason::StaleNack => "stale_nack",
             DropReason::StalePacket => "stale_packet",
             DropReason::TxSealFailed => "tx_seal_failed",
+            DropReason::UlpHeaderTooLong => "ulp_header_too_long",
             DropReason::UnknownConnection => "unknown_connection",
             DropReason::UnknownPacketType => "unknown_packet_type",
             DropReason::UnmatchedPullData => "unmatched_pull_data",
@@ -253,11 +259,12 @@ impl DropReason {
             DropReason::StaleNack => 22 + RxDrop::COUNT,
             DropReason::StalePacket => 23 + RxDrop::COUNT,
             DropReason::TxSealFailed => 24 + RxDrop::COUNT,
-            DropReason::UnknownConnection => 25 + RxDrop::COUNT,
-            DropReason::UnknownPacketType => 26 + RxDrop::COUNT,
-            DropReason::UnmatchedPullData => 27 + RxDrop::COUNT,
-            DropReason::UnsupportedEtherType => 28 + RxDrop::COUNT,
-            DropReason::XlrDrop => 29 + RxDrop::COUNT,
+            DropReason::UlpHeaderTooLong => 25 + RxDrop::COUNT,
+            DropReason::UnknownConnection => 26 + RxDrop::COUNT,
+            DropReason::UnknownPacketType => 27 + RxDrop::COUNT,
+            DropReason::UnmatchedPullData => 28 + RxDrop::COUNT,
+            DropReason::UnsupportedEtherType => 29 + RxDrop::COUNT,
+            DropReason::XlrDrop => 30 + RxDrop::COUNT,
         }
     }
 
@@ -387,7 +394,7 @@ mod tests {
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
             assert!(names.insert(name), "duplicate name {name}");
         }
-        assert_eq!(DropReason::COUNT, 30 + RxDrop::COUNT);
+        assert_eq!(DropReason::COUNT, 31 + RxDrop::COUNT);
         assert_eq!(
             DropReason::Psp(RxDrop::AuthFailed).name(),
             "psp_auth_failed"

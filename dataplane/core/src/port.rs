@@ -7,12 +7,13 @@
 //! frame buffer trait [`PacketBuf`] with the heap-backed [`FrameBuf`], and
 //! [`PortCapabilities`]. Wrappers compose: [`FaultInjector`] wraps any port.
 //!
-//! A buffer that is a heap vector says so ([`PacketBuf::vec_mut`]): the
-//! engine then receives it with [`Engine::handle_frame`](crate::engine::Engine::handle_frame)
-//! and may exchange the vector for a spare of the same length instead of
-//! copying a large Push Data payload out of it (zero-copy receive,
-//! `transaction::payload`). The port's pool keeps its size: vectors
-//! circulate port → ULP → engine free list → port.
+//! The engine is generic over the port's buffer type (no trait objects on
+//! the hot path): a received frame whose Push Data or Pull Data payload
+//! goes to the ULP stays in its buffer, which the ULP reads in place and
+//! releases (`Engine::release`); the engine's burst loops then return it
+//! to the port (`transaction::payload`). Frames are taken at the size they
+//! need ([`Port::alloc`]): an ACK fits a small buffer, only full data
+//! packets need a jumbo one.
 //!
 //! A port never parses or builds Falcon packets and never reads a clock:
 //! `now` is passed in (the loopback releases frames by virtual time). The
@@ -22,13 +23,13 @@
 //! ```text
 //! loop {
 //!     port.rx_burst(now, &mut rx, 32);            // frames in
-//!     for buf in rx.drain(..) { engine.handle_packet(now, buf.data_mut()); port.free(buf); }
-//!     // (`Engine::receive_burst` does this, with `handle_frame` when it can.)
+//!     for buf in rx.drain(..) {
+//!         if let Some(buf) = engine.handle_packet(now, buf).frame { port.free(buf) }
+//!     }
+//!     // (`Engine::receive_burst` does this, and frees the released frames.)
 //!     engine.handle_timeout(now);
-//!     while let Some(mut buf) = port.alloc() {     // frames out
-//!         let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else { port.free(buf); break };
-//!         buf.set_len(len);
-//!         tx.push(buf);
+//!     while let Some(buf) = engine.poll_transmit(now, |len| port.alloc(len)) {
+//!         tx.push(buf);                            // frames out
 //!     }
 //!     port.tx_burst(now, &mut tx);                 // unsent frames stay in `tx`
 //! }
@@ -48,9 +49,10 @@ pub use loopback::{
 
 use crate::time::Timestamp;
 
-/// A frame buffer a port hands out: fixed capacity, a frame length within
-/// it. `data` is the frame; `buffer_mut` the whole capacity, to build a
-/// frame in before [`set_len`](Self::set_len).
+/// A frame buffer a port hands out (DESIGN.md §5: an mbuf on DPDK): a data
+/// room of fixed capacity after the port's headroom, and a frame length
+/// within it. `data` is the frame; `buffer_mut` the whole data room, to
+/// build a frame in before [`set_len`](Self::set_len).
 pub trait PacketBuf {
     /// The frame bytes.
     fn data(&self) -> &[u8];
@@ -66,16 +68,8 @@ pub trait PacketBuf {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Bytes the buffer can hold.
+    /// Bytes the buffer can hold (its data room).
     fn capacity(&self) -> usize;
-    /// The buffer as a heap vector of its whole capacity (the frame is its
-    /// first [`len`](Self::len) bytes), for the engine to take over: it may
-    /// replace the vector with another of the same length, whose bytes are
-    /// unspecified (`Engine::handle_frame`). `None`, the default, for
-    /// buffers that are not heap vectors (a DPDK mbuf): the engine copies.
-    fn vec_mut(&mut self) -> Option<&mut Vec<u8>> {
-        None
-    }
 }
 
 /// What a port can do, for the loop to pick its path.
@@ -104,8 +98,10 @@ pub trait Port {
     /// What the port can do.
     fn capabilities(&self) -> PortCapabilities;
 
-    /// A free buffer, or `None` when the pool is exhausted.
-    fn alloc(&mut self) -> Option<Self::Buf>;
+    /// A free buffer that holds at least `len` bytes, or `None` when the
+    /// pool of that size is exhausted (or `len` is beyond
+    /// [`PortCapabilities::max_frame_len`]).
+    fn alloc(&mut self, len: usize) -> Option<Self::Buf>;
 
     /// Returns a buffer to the pool.
     fn free(&mut self, buf: Self::Buf);
@@ -135,13 +131,10 @@ pub trait Port {
 
 /// A heap frame buffer: the loopback's (and the tests') [`PacketBuf`]. A
 /// vector of its whole capacity (length = capacity, every byte
-/// initialized) and the frame length within it; the vector is exposed
-/// ([`PacketBuf::vec_mut`]) for zero-copy receive.
+/// initialized) and the frame length within it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct FrameBuf {
-    /// The whole buffer; `bytes.len()` is the capacity. Someone holding
-    /// `vec_mut` may swap in another vector: every accessor clamps `len`
-    /// to it.
+    /// The whole buffer; `bytes.len()` is the capacity.
     bytes: Vec<u8>,
     len: usize,
 }
@@ -194,11 +187,6 @@ impl PacketBuf for FrameBuf {
     fn capacity(&self) -> usize {
         self.bytes.len()
     }
-
-    #[inline]
-    fn vec_mut(&mut self) -> Option<&mut Vec<u8>> {
-        Some(&mut self.bytes)
-    }
 }
 
 impl core::fmt::Debug for FrameBuf {
@@ -225,20 +213,5 @@ mod tests {
         assert_eq!(buf.len(), 8);
         let copy = FrameBuf::from_frame(b"xyz", 2);
         assert_eq!((copy.data(), copy.capacity()), (&b"xyz"[..], 3));
-    }
-
-    #[test]
-    fn frame_buf_exposes_its_whole_vector_and_survives_a_swap() {
-        let mut buf = FrameBuf::from_frame(b"abcdef", 16);
-        let vec = buf.vec_mut().expect("heap buffer");
-        assert_eq!(vec.len(), 16, "the whole capacity");
-        // Swapping in a shorter vector (a misbehaving taker) clamps the
-        // frame rather than panicking.
-        *vec = vec![1, 2, 3];
-        assert_eq!(
-            (buf.len(), buf.data(), buf.capacity()),
-            (3, &[1, 2, 3][..], 3)
-        );
-        assert_eq!(buf.data_mut().len(), 3);
     }
 }

@@ -8,7 +8,8 @@
 //!   transaction is the initiator's submit, scheduling, header build,
 //!   (seal), frame emit, the target's frame parse, (open and checks),
 //!   delivery and transaction layers, the ULP ACK, the ACK back and the
-//!   completion. The ULP does nothing but acknowledge and recycle buffers.
+//!   completion. The ULP does nothing but acknowledge, release received
+//!   frames and reuse its send buffers.
 //! * `loop4k_psp_gbps`: goodput of 4 KiB pushes the same way, with PSP.
 //! * `crypto4k_gbps` / `crypto64_mops`: the crypto-only bound on this core:
 //!   one PSP seal plus one PSP open of a 4 KiB / 64-byte Push Data packet
@@ -39,25 +40,20 @@
 //!   the software default, no NIC offload assumed), UDP (checksum 0, as PSP
 //!   senders use), PSP, Falcon. With PSP on, every data packet and every ACK
 //!   is sealed and opened with its SPI, PCID and replay checks.
-//! * The engine copies the payload once, from the ULP's vector into the
-//!   frame on transmit (the in-place seal needs the plaintext kept for
-//!   retransmission). On receive, a 4 KiB push reaches the target ULP in
-//!   the opened frame's own buffer (zero-copy receive by buffer exchange,
-//!   `falcon_core::transaction::payload`); a 64-byte one is copied into a
-//!   recycled vector, which is cheaper at that size.
-//! * The initiator ULP owns `DEPTH` payload vectors, filled once: each
+//! * The engine copies the payload once, from the ULP's vector (the push's
+//!   data source) into the frame on transmit (the in-place seal needs the
+//!   plaintext kept for retransmission). On receive, every push reaches the
+//!   target ULP in the opened frame's own buffer
+//!   (`falcon_core::transaction::payload`); the ULP releases it
+//!   (`Engine::release`) and the next receive burst returns the frame to
+//!   the port.
+//! * The initiator ULP owns `depth` payload vectors, filled once: each
 //!   completion hands the submitted vector back untouched
-//!   (`Completion::request`) and the next push reuses it; the target ULP
-//!   recycles each delivered payload into the engine's free list. The loop
-//!   used to allocate a fresh vector and copy a template into it for every
-//!   push: ULP work (an allocation and, at 4 KiB, a copy and page faults
-//!   as the engine's free list grew), not transport work, and not what
-//!   "does nothing but acknowledge and recycle" says. Recycling raised
-//!   `loop4k_ratio` from 0.48–0.52 to 0.58–0.61 and `push64_ratio` from
-//!   0.32–0.35 to 0.34–0.36 on the 2-core dev VM (best of 3, load ≈ 2.3),
-//!   engine unchanged, nothing else in the loop changed (depth 64, bursts
-//!   of 32). The clock, then read once per loop turn, is now read at each
-//!   engine's receive and transmit (see `EngineLoop::run`).
+//!   (`Completion::source`) and the next push reuses it, as a ULP with a
+//!   fixed set of send buffers does. A fresh vector filled for every push
+//!   would be ULP work (an allocation and, at 4 KiB, a copy and page
+//!   faults), not transport work. The clock is read at each engine's
+//!   receive and transmit (see `EngineLoop::run`).
 
 use std::time::{Duration, Instant};
 
@@ -65,7 +61,7 @@ use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairS
 use falcon_core::port::{FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{
-    Completion, CompletionStatus, Transaction, TransactionKind, UlpEvent,
+    Completion, CompletionStatus, Op, Transaction, TransactionKind, UlpEvent,
 };
 use falcon_core::wire::EthernetAddress;
 use psp::{Backend, MasterKey, MasterKeys, SaDatabase, TxSa, TxSaConfig, Version, ICV_LEN};
@@ -259,7 +255,7 @@ pub fn run(each: Duration, shape: Shape) -> Result<LoopReport> {
             &mut crypto4k,
             &mut floor4k,
         ];
-        // Warm-up: caches, free lists, the RUE's windows; not counted.
+        // Warm-up: caches, buffer pools, the RUE's windows; not counted.
         for runner in runners.iter_mut() {
             runner.run_for(slice / 2)?;
             runner.rates().clear();
@@ -584,14 +580,16 @@ impl EngineLoop {
             };
             while *outstanding < depth {
                 *tag += 1;
-                // Empty only if a completion came back without its request
+                // Empty only if a completion came back without its source
                 // (a retransmission may still have needed it): then a fresh
                 // one.
                 let payload = free.pop().unwrap_or_else(|| vec![0xA5u8; size]);
                 match a.submit(now, *ca, Transaction::push(*tag, payload)) {
                     Ok(_) => *outstanding += 1,
                     Err(rejected) => {
-                        free.push(rejected.payload);
+                        if let Op::Push(payload) = rejected.returned.op {
+                            free.push(payload);
+                        }
                         break;
                     }
                 }
@@ -619,7 +617,7 @@ impl EngineLoop {
                                     .ulp_ack(now, conn, r.rsn)
                                     .map_err(|e| failed("ULP ACK", &format!("{e:?}")))?;
                             }
-                            engine.recycle(r.payload);
+                            engine.release(r.payload);
                         }
                         // Only the fields the ULP reads, moved out one by
                         // one: the whole `Completion` bound to a name was
@@ -630,7 +628,7 @@ impl EngineLoop {
                             status,
                             tag,
                             data,
-                            request,
+                            source,
                             ..
                         }) => {
                             if status != CompletionStatus::Ack {
@@ -640,10 +638,8 @@ impl EngineLoop {
                             }
                             *outstanding -= 1;
                             completed += 1;
-                            if request.len() == size {
-                                free.push(request);
-                            }
-                            engine.recycle(data);
+                            free.extend(source);
+                            engine.release(data);
                         }
                         UlpEvent::ConnectionError { fault, .. } => {
                             return Err(AppError::Failed(format!(

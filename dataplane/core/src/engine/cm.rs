@@ -28,7 +28,9 @@ use psp::{Header, RxDrop, Spi, HEADER_LEN, NEXT_HEADER_FALCON};
 
 use crate::engine::{ConnectionHandle, Engine};
 use crate::ids::ConnectionId;
+use crate::port::PacketBuf;
 use crate::time::Timestamp;
+use crate::transaction::DataSource;
 use crate::wire::frame::parse_with;
 use crate::wire::{peek_connection_id, ChecksumChecks};
 
@@ -111,7 +113,7 @@ impl CmEvents {
     }
 }
 
-impl Engine {
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// The next event for the connection manager. Poll after every input,
     /// with [`poll_event`](Self::poll_event); unpolled events past
     /// [`CM_EVENT_CAPACITY`] are only counted (as suppressed).

@@ -2,9 +2,9 @@
 //! (the demo, the benchmarks, the tests; the DPDK lcore later).
 //!
 //! Layer: engine, convenience over the sans-IO API — it moves buffers
-//! between a port and [`Engine::handle_frame`] (or
-//! [`Engine::handle_packet`]) / [`Engine::poll_transmit`] and nothing else;
-//! `now` still comes from the caller.
+//! between a port and [`Engine::handle_packet`] / [`Engine::poll_transmit`]
+//! (and returns to the port the frames the engine or the ULP let go of)
+//! and nothing else; `now` still comes from the caller.
 //!
 //! Each frame goes through every stage before the next one starts (parse,
 //! PSP open, Falcon, delivery, transaction; or pick, header, copy, seal).
@@ -25,36 +25,31 @@
 //! also need `unsafe`. Neither was kept.
 
 use crate::engine::Engine;
-use crate::port::{PacketBuf, Port};
+use crate::port::PacketBuf;
+use crate::port::Port;
 use crate::time::Timestamp;
+use crate::transaction::DataSource;
 
-impl Engine {
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// Receives up to `max` frames from `port` and hands each to
-    /// [`handle_frame`](Self::handle_frame) when its buffer is a heap vector
-    /// ([`PacketBuf::vec_mut`]; a large push's buffer is then exchanged for
-    /// a spare, not copied), else to [`handle_packet`](Self::handle_packet),
-    /// then frees the burst. `scratch` is the caller's reusable burst vector
-    /// (left empty). Returns how many frames came in.
-    pub fn receive_burst<P: Port>(
+    /// [`handle_packet`](Self::handle_packet), then returns to the port the
+    /// frames it handed back and those released since the last burst
+    /// ([`release`](Self::release)). `scratch` is the caller's reusable
+    /// burst vector (left empty). Returns how many frames came in.
+    pub fn receive_burst<P: Port<Buf = B>>(
         &mut self,
         now: Timestamp,
         port: &mut P,
-        scratch: &mut Vec<P::Buf>,
+        scratch: &mut Vec<B>,
         max: usize,
     ) -> usize {
         let n = port.rx_burst(now, scratch, max);
-        // Handled where they lie and freed after the burst: drained one by
-        // one, each frame was moved out to the stack and back into the
-        // port's cache (callgrind, push64 profile: 2517.4 → 2511.9
-        // instructions per transaction; push64-psp 5272.9 → 5267.2).
-        for frame in scratch.iter_mut() {
-            let len = frame.len();
-            match frame.vec_mut() {
-                Some(vec) => self.handle_frame(now, vec, len),
-                None => self.handle_packet(now, frame.data_mut()),
+        for frame in scratch.drain(..) {
+            if let Some(frame) = self.handle_packet(now, frame).frame {
+                self.shared.released.push(frame);
             }
         }
-        port.free_burst(scratch);
+        port.free_burst(&mut self.shared.released);
         n
     }
 
@@ -79,23 +74,21 @@ impl Engine {
     /// `max`, the clock read again between them, keep a frame's wait to its
     /// own burst (`dataplane/app/PERFORMANCE.md`, "Transmit bursts of a
     /// bounded length").
-    pub fn transmit_burst<P: Port>(
+    pub fn transmit_burst<P: Port<Buf = B>>(
         &mut self,
         now: Timestamp,
         port: &mut P,
-        staging: &mut Vec<P::Buf>,
+        staging: &mut Vec<B>,
         max: usize,
     ) -> usize {
         while staging.len() < max {
-            let Some(mut buf) = port.alloc() else {
+            let Some(frame) = self.poll_transmit(now, |len| port.alloc(len)) else {
                 break;
             };
-            let Some(len) = self.poll_transmit(now, buf.buffer_mut()) else {
-                port.free(buf);
-                break;
-            };
-            buf.set_len(len);
-            staging.push(buf);
+            staging.push(frame);
+        }
+        if !self.shared.released.is_empty() {
+            port.free_burst(&mut self.shared.released);
         }
         if staging.is_empty() {
             // The call that finds nothing more to send: no port call.
@@ -108,11 +101,11 @@ impl Engine {
     /// read before each burst, until a burst comes back short: everything
     /// the engine has to send, each frame stamped within one burst of its
     /// departure. Returns how many frames the port took.
-    pub fn transmit_bursts<P: Port>(
+    pub fn transmit_bursts<P: Port<Buf = B>>(
         &mut self,
         mut clock: impl FnMut() -> Timestamp,
         port: &mut P,
-        staging: &mut Vec<P::Buf>,
+        staging: &mut Vec<B>,
         max: usize,
     ) -> usize {
         let mut sent = 0;

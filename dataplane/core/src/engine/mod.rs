@@ -7,13 +7,13 @@
 //! one timing wheel for every connection's deadlines; the connection
 //! scheduler; the PSP boundary (open + connection checks on receive, seal
 //! in place on transmit); the RUE run inline; resources; counters. It is
-//! sans-IO in the quinn-proto style: frames come in as byte slices (or
-//! heap vectors it may exchange, for zero-copy receive) and go out into the
-//! caller's buffers, time comes in as `now`, randomness from seeds in the
+//! sans-IO in the quinn-proto style: frames come in and go out in the
+//! port's own buffers (generic `B`; a received payload reaches the ULP in
+//! its frame, and a transmitted one is read from the ULP's data source `S`
+//! into the frame), time comes in as `now`, randomness from seeds in the
 //! config. It never reads a clock, never panics on packet input, and does
-//! not allocate per packet once warmed up (payload vectors and frame
-//! buffers circulate, see [`crate::transaction::ulp`] and
-//! [`crate::transaction::payload`]).
+//! not allocate per packet once warmed up (see
+//! [`crate::transaction::payload`] and [`crate::transaction::source`]).
 //!
 //! # Methods, in quinn-proto's four kinds
 //!
@@ -22,7 +22,8 @@
 //!   [`connection`](Engine::connection), [`max_payload`](Engine::max_payload),
 //!   [`max_frame_len`](Engine::max_frame_len);
 //! * **inputs** `handle_*(now, …)`: [`handle_packet`](Engine::handle_packet)
-//!   (or [`handle_frame`](Engine::handle_frame), zero-copy for large pushes),
+//!   (a frame in the port's buffer, kept while a payload in it awaits the
+//!   ULP),
 //!   [`handle_timeout`](Engine::handle_timeout), and with a RUE on another
 //!   core ([`RueMode::External`]) [`handle_rue_result`](Engine::handle_rue_result);
 //! * **commands**: setup ([`add_connection`](Engine::add_connection),
@@ -37,7 +38,7 @@
 //!   ([`submit`](Engine::submit), [`ulp_ack`](Engine::ulp_ack),
 //!   [`ulp_nack`](Engine::ulp_nack),
 //!   [`submit_pull_data`](Engine::submit_pull_data),
-//!   [`recycle`](Engine::recycle));
+//!   [`release`](Engine::release));
 //! * **outputs** `poll_*`, after every input or command, in this order:
 //!   [`poll_transmit`](Engine::poll_transmit) until `None`,
 //!   [`poll_event`](Engine::poll_event) until `None`,
@@ -83,15 +84,17 @@
 //! use std::time::Duration;
 //!
 //! use falcon_core::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
-//! use falcon_core::port::{Loopback, LoopbackConfig, PacketBuf, Port};
+//! use falcon_core::port::{Loopback, LoopbackConfig, Port};
 //! use falcon_core::time::Timestamp;
-//! use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent};
+//! use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent, UlpHeader};
 //! use psp::{MasterKey, MasterKeys};
 //!
 //! let keys = |k| MasterKeys { k0: MasterKey::new([k; 32]), k1: MasterKey::new([k + 1; 32]) };
 //! let mut now = Timestamp::from_micros(1);
-//! let mut a = Engine::new(EngineConfig { psp: Some(PspConfig::new(keys(1))), ..EngineConfig::default() }, now)?;
-//! let mut b = Engine::new(
+//! // Over the loopback's heap buffers, with `Vec<u8>` data sources (the
+//! // defaults of `Engine`'s two type parameters).
+//! let mut a: Engine = Engine::new(EngineConfig { psp: Some(PspConfig::new(keys(1))), ..EngineConfig::default() }, now)?;
+//! let mut b: Engine = Engine::new(
 //!     EngineConfig {
 //!         local_ip: "10.0.0.2".parse()?,
 //!         local_mac: falcon_core::wire::EthernetAddress([2, 0, 0, 0, 0, 2]),
@@ -104,31 +107,33 @@
 //! let (ca, cb) = connect(now, &mut a, &mut b, &PairSpec::default())?;
 //! let (mut pa, mut pb) = Loopback::pair(LoopbackConfig::default());
 //!
-//! // The initiator submits a push and a pull; the payload vector moves in.
+//! // The initiator submits a push (its data source moves in) and a pull.
 //! a.submit(now, ca, Transaction::push(1, vec![7; 1000]))?;
-//! a.submit(now, ca, Transaction::pull(2, 500, Vec::new()))?;
+//! a.submit(now, ca, Transaction::pull(2, 500))?;
 //!
 //! let mut completed = 0;
 //! let (mut rx, mut tx) = (Vec::new(), Vec::new());
 //! while completed < 2 {
 //!     for (engine, port, conn) in [(&mut a, &mut pa, ca), (&mut b, &mut pb, cb)] {
 //!         port.rx_burst(now, &mut rx, 32);
-//!         for mut frame in rx.drain(..) {
-//!             engine.handle_packet(now, frame.data_mut());
-//!             port.free(frame);
+//!         for frame in rx.drain(..) {
+//!             // The frame comes back unless a payload in it went to the ULP.
+//!             if let Some(frame) = engine.handle_packet(now, frame).frame {
+//!                 port.free(frame);
+//!             }
 //!         }
 //!         engine.handle_timeout(now);
 //!         while let Some(event) = engine.poll_event() {
 //!             match event {
-//!                 // Target: take the push, serve the pull.
+//!                 // Target: take the push (read in its frame), serve the pull.
 //!                 UlpEvent::Request(r) if r.kind == TransactionKind::Push => {
 //!                     assert_eq!(r.payload, vec![7; 1000]);
 //!                     engine.ulp_ack(now, conn, r.rsn)?;
-//!                     engine.recycle(r.payload);
+//!                     engine.release(r.payload);
 //!                 }
 //!                 UlpEvent::Request(r) => {
 //!                     let data = vec![9; usize::from(r.request_length)];
-//!                     engine.submit_pull_data(now, conn, r.rsn, data)?;
+//!                     engine.submit_pull_data(now, conn, r.rsn, UlpHeader::EMPTY, data)?;
 //!                 }
 //!                 // Initiator: completions, in RSN order (ordered connection).
 //!                 UlpEvent::Completion(c) => {
@@ -136,20 +141,21 @@
 //!                     if c.kind == TransactionKind::Pull {
 //!                         assert_eq!(c.data, vec![9; 500]);
 //!                     }
+//!                     engine.release(c.data);
 //!                     completed += 1;
 //!                 }
 //!                 _ => {}
 //!             }
 //!         }
-//!         while let Some(mut buf) = port.alloc() {
-//!             let Some(len) = engine.poll_transmit(now, buf.buffer_mut()) else {
-//!                 port.free(buf);
-//!                 break;
-//!             };
-//!             buf.set_len(len);
-//!             tx.push(buf);
+//!         // Frames out, each in a buffer of its own length.
+//!         while let Some(frame) = engine.poll_transmit(now, |len| port.alloc(len)) {
+//!             tx.push(frame);
 //!         }
 //!         port.tx_burst(now, &mut tx);
+//!         // Frames the ULP released go back to the port.
+//!         let mut released = Vec::new();
+//!         engine.take_released(&mut released);
+//!         port.free_burst(&mut released);
 //!     }
 //!     now = now + Duration::from_micros(1);
 //! }
@@ -185,13 +191,14 @@ use crate::delivery::{
     BufferLevel, CcState, ConnectionParams, DeliveryConnection, PoolOccupancy, XlrFilter,
 };
 use crate::ids::{ConnectionId, DestinationFunction};
+use crate::port::{FrameBuf, PacketBuf};
 use crate::random::SplitMix64;
 use crate::resources::{Account, Alpha, Credit, Resources};
 use crate::scheduler::Scheduler;
 use crate::time::Timestamp;
 use crate::timer::TimingWheel;
 use crate::transaction::{
-    Ctx, Initiator, Shared, Target, TransactionConfig, UlpCommandError, UlpEvent,
+    Ctx, DataSource, Initiator, Shared, Target, TransactionConfig, UlpCommandError, UlpEvent,
 };
 use crate::wire::{
     ChecksumChecks, Dscp, Ecn, EthernetAddress, FrameRepr, FrameTemplate, IpFields, LocalAddresses,
@@ -207,13 +214,16 @@ pub use config::{
     ConfigError, ConnectionConfig, ConnectionPsp, EngineConfig, InitialSequence, PspConfig, RueMode,
 };
 pub use rotation::{rekey_pair, RotationError};
+pub use rx::{Disposition, Received};
 pub use setup::{connect, PairSpec};
 pub use stats::{ConnectionSnapshot, EngineStats};
 pub use unchecked::UncheckedField;
 
-/// One lcore's Falcon engine. See the module doc for the call order and a
-/// complete example.
-pub struct Engine {
+/// One lcore's Falcon engine, over the port's frame buffers `B` (a
+/// received payload reaches the ULP in its frame) and the ULP's data
+/// sources `S` (read into each frame built). See the module doc for the
+/// call order and a complete example.
+pub struct Engine<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     local_mac: EthernetAddress,
     local_ip: core::net::IpAddr,
     udp_port: u16,
@@ -223,11 +233,11 @@ pub struct Engine {
     addresses: LocalAddresses,
     default_delivery: crate::delivery::DeliveryConfig,
     /// Connection slots (boxed: an empty slot costs 8 bytes).
-    connections: Vec<Option<Box<Connection>>>,
+    connections: Vec<Option<Box<Connection<B, S>>>>,
     generations: Vec<u32>,
     free_slots: Vec<u32>,
     by_cid: CidTable,
-    shared: Shared,
+    shared: Shared<B, S>,
     wheel: TimingWheel<ConnectionHandle>,
     fired: Vec<(ConnectionHandle, Timestamp)>,
     /// Slots whose deadlines may have moved since their last look at the
@@ -263,13 +273,13 @@ struct RueInline {
 
 /// One connection: both sublayers, its PSP state, its frame template and
 /// its timer.
-struct Connection {
+struct Connection<B: PacketBuf, S> {
     handle: ConnectionHandle,
     local_cid: ConnectionId,
     local_function: DestinationFunction,
     delivery: DeliveryConnection,
-    initiator: Initiator,
-    target: Target,
+    initiator: Initiator<B, S>,
+    target: Target<B, S>,
     account: Account,
     frame: FrameTemplate,
     tx_sa: Option<TxSa>,
@@ -289,13 +299,13 @@ struct Connection {
     rue_listed: bool,
 }
 
-impl Engine {
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// An engine with no connections.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] naming the first invalid field.
-    pub fn new(config: EngineConfig, now: Timestamp) -> Result<Engine, ConfigError> {
+    pub fn new(config: EngineConfig, now: Timestamp) -> Result<Engine<B, S>, ConfigError> {
         Engine::build(config, now, None)
     }
 
@@ -305,7 +315,7 @@ impl Engine {
         config: EngineConfig,
         now: Timestamp,
         sa_database: Option<SaDatabase>,
-    ) -> Result<Engine, ConfigError> {
+    ) -> Result<Engine<B, S>, ConfigError> {
         config.validate()?;
         let max_payload = config.max_payload();
         let psp = config.psp.as_ref().map(|p| PspState {
@@ -502,7 +512,7 @@ impl Engine {
     // --- Outputs --------------------------------------------------------
 
     /// The next event for the ULPs.
-    pub fn poll_event(&mut self) -> Option<UlpEvent> {
+    pub fn poll_event(&mut self) -> Option<UlpEvent<B, S>> {
         self.shared.events.pop_front()
     }
 
@@ -593,28 +603,23 @@ impl Engine {
         self.shared.config.max_payload
     }
 
-    /// The buffer length `poll_transmit` needs.
+    /// The longest frame the engine builds (a full Push Data or Pull Data
+    /// packet; ACKs are far shorter).
     pub fn max_frame_len(&self) -> usize {
         self.max_frame_len
     }
 
-    /// Payload vectors on the engine's free lists (copies and frame
-    /// spares).
-    pub fn cached_buffers(&self) -> usize {
-        self.shared.buffers.cached()
+    /// Frames waiting to go back to the port: released by the ULP
+    /// ([`release`](Self::release)) or by the engine (a stored payload it
+    /// dropped). The burst loops (`io.rs`) free them with every burst; a
+    /// loop of its own frees them with [`take_released`](Self::take_released).
+    pub fn released_frames(&self) -> usize {
+        self.shared.released.len()
     }
 
-    /// Of those, frame spares (for zero-copy receive,
-    /// [`handle_frame`](Self::handle_frame)).
-    pub fn cached_frame_buffers(&self) -> usize {
-        self.shared.buffers.cached_frames()
-    }
-
-    /// Payload vectors the engine allocated because a free list was empty
-    /// (copies and frame spares): constant once warm with a ULP that
-    /// recycles.
-    pub fn allocated_buffers(&self) -> u64 {
-        self.shared.buffers.allocated
+    /// Moves the frames waiting to go back to the port onto `out`.
+    pub fn take_released(&mut self, out: &mut Vec<B>) {
+        out.append(&mut self.shared.released);
     }
 
     /// Units of `credit`'s region in use node-wide.
@@ -635,7 +640,7 @@ impl Engine {
         now: Timestamp,
         slot: u32,
         config: ConnectionConfig,
-    ) -> Result<Connection, ConfigError> {
+    ) -> Result<Connection<B, S>, ConfigError> {
         let handle = ConnectionHandle {
             index: slot,
             generation: self.generations[slot as usize],
@@ -767,7 +772,7 @@ impl Engine {
         }
     }
 
-    fn conn_mut(&mut self, handle: ConnectionHandle) -> Option<&mut Connection> {
+    fn conn_mut(&mut self, handle: ConnectionHandle) -> Option<&mut Connection<B, S>> {
         let slot = self.slot(handle)?;
         self.connections[slot as usize].as_deref_mut()
     }
@@ -920,7 +925,7 @@ impl Engine {
 
 /// [`Engine::arm`] on the connection in `slot`, already found.
 #[inline(always)]
-fn arm_connection(unarmed: &mut Vec<u32>, conn: &mut Connection, slot: u32) {
+fn arm_connection<B: PacketBuf, S>(unarmed: &mut Vec<u32>, conn: &mut Connection<B, S>, slot: u32) {
     if !conn.unarmed {
         conn.unarmed = true;
         unarmed.push(slot);
@@ -931,7 +936,10 @@ fn arm_connection(unarmed: &mut Vec<u32>, conn: &mut Connection, slot: u32) {
 /// `live_slot()`, the scheduler rings or the wheel (checked with `slot()`),
 /// which only name live slots.
 #[inline(always)]
-fn conn_in(connections: &mut [Option<Box<Connection>>], slot: u32) -> &mut Connection {
+fn conn_in<B: PacketBuf, S>(
+    connections: &mut [Option<Box<Connection<B, S>>>],
+    slot: u32,
+) -> &mut Connection<B, S> {
     // Invariant: a slot's rings and wheel entries are removed or ignored
     // (generation check) once its connection is closed, and callers check
     // `slot()` first.
@@ -940,7 +948,7 @@ fn conn_in(connections: &mut [Option<Box<Connection>>], slot: u32) -> &mut Conne
         .expect("slot names a live connection")
 }
 
-impl Connection {
+impl<B: PacketBuf, S: DataSource> Connection<B, S> {
     /// The deadline to put on the wheel: the connection's next one, if it is
     /// earlier than the one already there. Cheap when nothing moved earlier:
     /// the delivery sublayer's timer and the deadlines the transaction
@@ -969,8 +977,8 @@ impl Connection {
     fn initiator_ctx<'a>(
         &'a mut self,
         now: Timestamp,
-        shared: &'a mut Shared,
-    ) -> (&'a mut Initiator, Ctx<'a>) {
+        shared: &'a mut Shared<B, S>,
+    ) -> (&'a mut Initiator<B, S>, Ctx<'a, B, S>) {
         (
             &mut self.initiator,
             Ctx {
@@ -986,8 +994,8 @@ impl Connection {
     fn target_ctx<'a>(
         &'a mut self,
         now: Timestamp,
-        shared: &'a mut Shared,
-    ) -> (&'a mut Target, Ctx<'a>) {
+        shared: &'a mut Shared<B, S>,
+    ) -> (&'a mut Target<B, S>, Ctx<'a, B, S>) {
         (
             &mut self.target,
             Ctx {
@@ -1039,7 +1047,7 @@ fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
     }
 }
 
-impl core::fmt::Debug for Engine {
+impl<B: PacketBuf, S> core::fmt::Debug for Engine<B, S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Engine")
             .field("local_ip", &self.local_ip)

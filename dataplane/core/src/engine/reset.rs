@@ -7,9 +7,11 @@
 //! never runs on a live node: a reset engine hands out its SPIs again.
 
 use crate::engine::{Engine, EngineConfig};
+use crate::port::PacketBuf;
 use crate::time::Timestamp;
+use crate::transaction::DataSource;
 
-impl Engine {
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// Back to what [`Engine::new`] built from the same configuration at
     /// `now`: no connections, every counter zero, the generator at its seed,
     /// the timing wheel starting at `now` (which may be earlier than the
@@ -34,6 +36,8 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
+    use crate::port::FrameBuf;
+    use crate::transaction::UlpHeader;
     use core::time::Duration;
 
     use psp::{MasterKey, MasterKeys};
@@ -66,7 +70,7 @@ mod tests {
         let mut now = start;
         a.submit(now, ca, Transaction::push(1, vec![7; 1000]))
             .expect("submit");
-        a.submit(now, ca, Transaction::pull(2, 500, Vec::new()))
+        a.submit(now, ca, Transaction::pull(2, 500))
             .expect("submit");
         b.submit(now, cb, Transaction::push(3, vec![5; 64]))
             .expect("submit");
@@ -74,14 +78,14 @@ mod tests {
         let mut sent_by_a = 0;
         let mut buf = vec![0u8; a.max_frame_len()];
         for step in 0..2_000u32 {
-            for (to_b, mut frame) in core::mem::take(&mut wire) {
+            for (to_b, frame) in core::mem::take(&mut wire) {
                 let engine = if to_b { &mut *b } else { &mut *a };
-                engine.handle_packet(now, &mut frame);
+                let _ = engine.handle_packet(now, FrameBuf::from_frame(&frame, 0));
             }
             for (from_a, engine, conn) in [(true, &mut *a, ca), (false, &mut *b, cb)] {
                 engine.handle_timeout(now);
                 answer(&mut log, engine, conn, now);
-                while let Some(len) = engine.poll_transmit(now, &mut buf) {
+                while let Some(len) = engine.poll_transmit_into(now, &mut buf) {
                     log.push(format!("{from_a} {:02x?}", &buf[..len]));
                     if from_a {
                         sent_by_a += 1;
@@ -111,7 +115,7 @@ mod tests {
                 } else {
                     let data = vec![9; usize::from(r.request_length)];
                     engine
-                        .submit_pull_data(now, conn, r.rsn, data)
+                        .submit_pull_data(now, conn, r.rsn, UlpHeader::EMPTY, data)
                         .expect("pull data");
                 }
             }

@@ -49,7 +49,9 @@ use core::time::Duration;
 use psp::{MasterKey, SaKey, Spi, SpiGeneration, TxSa, TxSaConfig, Version};
 
 use crate::engine::{ConnectionHandle, Engine};
+use crate::port::PacketBuf;
 use crate::time::Timestamp;
+use crate::transaction::DataSource;
 
 /// The transmitter's clock is taken to advance at least 1 − 2^-10
 /// (99.9 %) as fast as ours: ten times the ±100 ppm of common oscillators,
@@ -123,7 +125,7 @@ impl fmt::Display for RotationError {
 
 impl std::error::Error for RotationError {}
 
-impl Engine {
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// Step 1: `new_key` goes into the inactive master-key slot and becomes
     /// active (the key it replaces, active two rotations ago, is evicted and
     /// its cached contexts purged); AllowPrevGen = 1 and the global CurGen
@@ -289,10 +291,10 @@ impl Engine {
 /// # Errors
 ///
 /// The first [`RotationError`] of either side.
-pub fn rekey_pair(
+pub fn rekey_pair<B: PacketBuf, S: DataSource>(
     now: Timestamp,
-    a: &mut Engine,
-    b: &mut Engine,
+    a: &mut Engine<B, S>,
+    b: &mut Engine<B, S>,
     (ha, hb): (ConnectionHandle, ConnectionHandle),
     version: Version,
 ) -> Result<(), RotationError> {

@@ -24,7 +24,9 @@
 use rue::{CcEvent, CcResult};
 
 use crate::engine::{Connection, Engine, RueInline};
+use crate::port::PacketBuf;
 use crate::time::Timestamp;
+use crate::transaction::DataSource;
 
 /// Rounds of process → apply → offer per engine call (an applied result may
 /// release a pending event, whose result comes in the next round).
@@ -47,7 +49,7 @@ impl RueExternal {
     }
 }
 
-impl Engine {
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// The RUE connection id of slot 0.
     pub(super) fn rue_id_base(&self) -> u32 {
         self.rue_external.as_ref().map_or(0, |e| e.id_base)
@@ -191,10 +193,10 @@ impl Engine {
 /// external RUE lists every connection, an inline one takes its pending
 /// CC event if its admission allows.
 #[inline(always)]
-pub(super) fn rue_offer_due(
+pub(super) fn rue_offer_due<B: PacketBuf, S>(
     rue: &Option<RueInline>,
     rue_external: &Option<RueExternal>,
-    conn: &Connection,
+    conn: &Connection<B, S>,
 ) -> bool {
     rue_external.is_some() || (rue.is_some() && conn.delivery.may_poll_rue_event())
 }

@@ -1,10 +1,11 @@
 //! The engine's receive path (DESIGN.md §3): frame → PSP → Falcon →
 //! connection → delivery sublayer → transaction sublayer.
 //!
-//! Layer: engine. Implements [`Engine::handle_packet`] and
-//! [`Engine::handle_frame`] (one receive path, generic over how the frame
-//! is held: [`RxFrame`]) and the dispatch of the delivery sublayer's events
-//! to the transaction sublayer. Every frame
+//! Layer: engine. Implements [`Engine::handle_packet`] (a frame in the
+//! port's own buffer, which the engine keeps when a payload in it goes to
+//! the ULP, and otherwise hands back with its [`Disposition`]) and the
+//! dispatch of the delivery sublayer's events to the transaction
+//! sublayer. Every frame
 //! that goes no further is a counted [`DropReason`]; a packet failing the
 //! PSP checks (ICV, SPI, PCID, replay) is dropped before the delivery
 //! sublayer sees it, so it gets no ACK and no NACK (OCP Falcon 0.9
@@ -21,8 +22,10 @@ use crate::engine::cm::reported as cm_reported;
 use crate::engine::rue_inline::rue_offer_due;
 use crate::engine::{arm_connection, conn_in, Engine};
 use crate::ids::{ConnectionId, DestinationFunction};
+use crate::port::PacketBuf;
 use crate::random::Random;
 use crate::time::Timestamp;
+use crate::transaction::DataSource;
 use crate::transaction::{decode_handle, ConnectionFault, Role, RxPayload, UlpEvent};
 use crate::wire::falcon::packet::peek_versioned;
 use crate::wire::falcon::push_data::HEADER_LEN as PUSH_DATA_HEADER_LEN;
@@ -31,60 +34,75 @@ use crate::wire::{
     PushDataRepr,
 };
 
-impl Engine {
-    /// A received frame (Ethernet to the end of the UDP payload; padding
-    /// after it is ignored). The buffer is decrypted in place and may be
-    /// reused once this returns. Then drain the `poll_*` outputs.
-    ///
-    /// A payload stored for the ULP is copied out of the frame; a port
-    /// whose buffers are heap vectors avoids that copy for large pushes and
-    /// Pull Data with [`handle_frame`](Self::handle_frame).
-    pub fn handle_packet(&mut self, now: Timestamp, frame: &mut [u8]) {
-        self.handle_input(now, frame);
-    }
+/// What became of a received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Disposition {
+    /// Handled: its packet went through the delivery sublayer (and a
+    /// payload in it, if kept, to the transaction sublayer).
+    Consumed,
+    /// Dropped, and counted under this reason.
+    Dropped(DropReason),
+}
 
-    /// A received frame, the first `len` bytes of `frame` (clamped to its
-    /// length), in a heap buffer the engine may keep: as
-    /// [`handle_packet`](Self::handle_packet), but a Push Data or Pull Data
-    /// payload of at least
-    /// [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN) bytes
-    /// is delivered to the ULP in the frame's own vector, and `frame`
-    /// is replaced by a spare vector of the same length (bytes unspecified)
-    /// from the engine's free list, for the caller to return to its port
-    /// (zero-copy receive, [`crate::transaction::payload`]). Either way
-    /// `frame` may be reused once this returns.
-    pub fn handle_frame(&mut self, now: Timestamp, frame: &mut Vec<u8>, len: usize) {
-        let len = len.min(frame.len());
-        self.handle_input(now, VecFrame { frame, len });
+/// A received frame after [`Engine::handle_packet`]: its disposition, and
+/// the frame itself unless the engine kept it (a payload in it now waits
+/// for the ULP, see [`crate::transaction::payload`]). The caller returns
+/// a frame it gets back to its port.
+#[derive(Debug)]
+#[must_use = "a frame handed back goes back to its port"]
+pub struct Received<B> {
+    /// What became of it.
+    pub disposition: Disposition,
+    /// The frame, unless the engine kept it.
+    pub frame: Option<B>,
+}
+
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
+    /// A received frame (Ethernet to the end of the UDP payload; padding
+    /// after it is ignored), in the port's own buffer: checked, opened in
+    /// place, and handed to the sublayers. A Push Data or Pull Data payload
+    /// the transaction sublayer keeps keeps its frame: the ULP reads it
+    /// there and gives it back with [`release`](Self::release). Any other
+    /// frame comes back in [`Received::frame`]. Then drain the `poll_*`
+    /// outputs.
+    #[inline]
+    pub fn handle_packet(&mut self, now: Timestamp, frame: B) -> Received<B> {
+        self.stats.rx_frames += 1;
+        let len = frame.len() as u64;
+        let mut held = Some(frame);
+        let disposition = match self.receive(now, &mut held) {
+            Ok(()) => Disposition::Consumed,
+            Err(reason) => {
+                self.shared.drops.record(reason);
+                // SPI check and decryption failures also go to the CM
+                // (`cm.rs`), their SPI, CID and connection read again from
+                // the frame out of line: carried out of `receive` instead,
+                // they cost the receive path of every packet.
+                if let (DropReason::Psp(psp_reason), Some(frame)) = (reason, held.as_mut()) {
+                    if cm_reported(psp_reason) {
+                        self.report_psp_drop(now, psp_reason, frame.data_mut());
+                    }
+                }
+                Disposition::Dropped(reason)
+            }
+        };
+        // Counted a block apart from `rx_frames`: side by side, the two
+        // adjacent counters were added as one vector.
+        self.stats.rx_bytes += len;
+        self.finish(now);
+        Received {
+            disposition,
+            frame: held,
+        }
     }
 
     #[inline(always)]
-    fn handle_input<F: RxFrame>(&mut self, now: Timestamp, mut frame: F) {
-        self.stats.rx_frames += 1;
-        let len = frame.len() as u64;
-        if let Err(reason) = self.receive(now, &mut frame) {
-            self.shared.drops.record(reason);
-            // SPI check and decryption failures also go to the CM (`cm.rs`),
-            // their SPI, CID and connection read again from the frame out of
-            // line: carried out of `receive` instead, they cost the receive
-            // path of every packet ~25 instructions a transaction (callgrind,
-            // push64).
-            if let DropReason::Psp(psp_reason) = reason {
-                if cm_reported(psp_reason) {
-                    self.report_psp_drop(now, psp_reason, frame.bytes_mut());
-                }
-            }
-        }
-        // Counted a block apart from `rx_frames`: side by side, the two
-        // adjacent counters were added as one vector, as `tx_bytes` were
-        // (callgrind, push64: 2269.5 → 2265.6 instructions per transaction;
-        // push64-psp 5022.7 → 5022.9).
-        self.stats.rx_bytes += len;
-        self.finish(now);
-    }
-
-    fn receive<F: RxFrame>(&mut self, now: Timestamp, input: &mut F) -> Result<(), DropReason> {
-        let frame = input.bytes_mut();
+    fn receive(&mut self, now: Timestamp, held: &mut Option<B>) -> Result<(), DropReason> {
+        let Some(buf) = held.as_mut() else {
+            return Err(DropReason::MalformedEthernet);
+        };
+        let frame = buf.data_mut();
         // The destination is the node's (`parse_rx`): neither PSP nor, with
         // IPv6, any checksum covers the addresses.
         let parsed =
@@ -141,21 +159,21 @@ impl Engine {
                 PushDataPacket::new_checked(bytes).map_err(|e| DropReason::for_falcon(&e))?;
             let repr =
                 PushDataRepr::parse_peeked(&packet).map_err(|e| DropReason::for_falcon(&e))?;
-            return self.receive_parsed(now, input, rx, repr);
+            return self.receive_parsed(now, held, rx, repr);
         }
         let repr = FalconRepr::parse_peeked(bytes, PacketType::from(type_code))
             .map_err(|e| DropReason::for_falcon(&e))?;
-        self.receive_parsed(now, input, rx, repr)
+        self.receive_parsed(now, held, rx, repr)
     }
 
     /// The rest of `receive` once the Falcon packet is parsed: connection,
     /// PSP and function checks, the delivery sublayer, then the transaction
     /// sublayer. Monomorphized for Push Data and for every other type.
     #[inline(always)]
-    fn receive_parsed<F: RxFrame, R: RxRepr>(
+    fn receive_parsed<R: RxRepr>(
         &mut self,
         now: Timestamp,
-        input: &mut F,
+        held: &mut Option<B>,
         rx: RxFields,
         repr: R,
     ) -> Result<(), DropReason> {
@@ -225,10 +243,11 @@ impl Engine {
             RxOutcome::Deliver(arrival) => {
                 // The repr is owned: from here on only the payload is read
                 // from the frame, which may now be handed down whole.
-                let payload = match repr.payload_range() {
-                    Some(r) => input.payload(rx.falcon_start + r.start..rx.falcon_start + r.end),
-                    None => RxPayload::Borrowed(&[]),
+                let range = match repr.payload_range() {
+                    Some(r) => rx.falcon_start + r.start..rx.falcon_start + r.end,
+                    None => 0..0,
                 };
+                let payload = RxPayload { frame: held, range };
                 if conn.dead {
                     self.shared.drops.record(DropReason::ConnectionNotAlive);
                 } else if arrival.kind == PacketKind::PullData {
@@ -362,62 +381,6 @@ impl Engine {
                     }
                 }
             }
-        }
-    }
-}
-
-/// How `receive` holds a frame: the bytes to check, open and parse in
-/// place, then the payload to hand to the transaction sublayer (borrowed,
-/// or with the frame's vector to take over). Monomorphized: the slice path
-/// of `handle_packet` pays nothing for the vector one.
-trait RxFrame {
-    /// Frame length.
-    fn len(&self) -> usize;
-    /// The frame bytes.
-    fn bytes_mut(&mut self) -> &mut [u8];
-    /// The payload at `range` of the frame (within `bytes_mut`).
-    fn payload(&mut self, range: Range<usize>) -> RxPayload<'_>;
-}
-
-impl RxFrame for &mut [u8] {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        <[u8]>::len(self)
-    }
-
-    #[inline(always)]
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        self
-    }
-
-    #[inline(always)]
-    fn payload(&mut self, range: Range<usize>) -> RxPayload<'_> {
-        RxPayload::Borrowed(self.get(range).unwrap_or_default())
-    }
-}
-
-/// The first `len` bytes of a heap buffer (`len <= frame.len()`).
-struct VecFrame<'a> {
-    frame: &'a mut Vec<u8>,
-    len: usize,
-}
-
-impl RxFrame for VecFrame<'_> {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    #[inline(always)]
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        self.frame.get_mut(..self.len).unwrap_or_default()
-    }
-
-    #[inline(always)]
-    fn payload(&mut self, range: Range<usize>) -> RxPayload<'_> {
-        RxPayload::Frame {
-            frame: self.frame,
-            range,
         }
     }
 }

@@ -14,9 +14,11 @@ use crate::engine::{
     ConfigError, ConnectionConfig, ConnectionHandle, ConnectionPsp, Engine, InitialSequence,
 };
 use crate::ids::{ConnectionId, DestinationFunction};
+use crate::port::PacketBuf;
 use crate::resources::CreditLimits;
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
+use crate::transaction::DataSource;
 
 /// What two mirrored connections share.
 #[derive(Debug, Clone)]
@@ -73,10 +75,10 @@ impl Default for PairSpec {
 ///
 /// [`ConfigError`]: one engine runs PSP and the other not, or either
 /// `add_connection` refused.
-pub fn connect(
+pub fn connect<B: PacketBuf, S: DataSource>(
     now: Timestamp,
-    a: &mut Engine,
-    b: &mut Engine,
+    a: &mut Engine<B, S>,
+    b: &mut Engine<B, S>,
     spec: &PairSpec,
 ) -> Result<(ConnectionHandle, ConnectionHandle), ConfigError> {
     let (psp_a, psp_b) = match (a.psp.is_some(), b.psp.is_some()) {
@@ -97,19 +99,24 @@ pub fn connect(
             ))
         }
     };
-    let side =
-        |local_cid, remote_cid, remote: &Engine, sequence, local_function, remote_function, psp| {
-            let mut config =
-                ConnectionConfig::new(local_cid, remote_cid, remote.local_ip, remote.local_mac);
-            config.ordering = spec.ordering;
-            config.sequence = sequence;
-            config.local_function = local_function;
-            config.remote_function = remote_function;
-            config.delivery = spec.delivery.clone();
-            config.credits = spec.credits;
-            config.psp = psp;
-            config
-        };
+    let side = |local_cid,
+                remote_cid,
+                remote: &Engine<B, S>,
+                sequence,
+                local_function,
+                remote_function,
+                psp| {
+        let mut config =
+            ConnectionConfig::new(local_cid, remote_cid, remote.local_ip, remote.local_mac);
+        config.ordering = spec.ordering;
+        config.sequence = sequence;
+        config.local_function = local_function;
+        config.remote_function = remote_function;
+        config.delivery = spec.delivery.clone();
+        config.credits = spec.credits;
+        config.psp = psp;
+        config
+    };
     let config_a = side(
         spec.a_cid,
         spec.b_cid,

@@ -76,9 +76,10 @@ pub struct EngineStats {
     /// SPI check and decryption failures reported to the CM
     /// (`Engine::poll_cm_event`; rate-limited, so fewer than the drops).
     pub spi_failure_events: u64,
-    /// `poll_transmit` calls whose buffer was shorter than
-    /// `max_frame_len` (nothing sent).
-    pub tx_buffer_too_small: u64,
+    /// Packets picked to send for which the port had no buffer of the
+    /// frame's size (`Engine::poll_transmit`): each lost as on the wire,
+    /// and retransmitted.
+    pub tx_no_buffer: u64,
 }
 
 impl Default for EngineStats {
@@ -111,7 +112,7 @@ impl Default for EngineStats {
             path_changes: 0,
             connection_errors: 0,
             spi_failure_events: 0,
-            tx_buffer_too_small: 0,
+            tx_no_buffer: 0,
         }
     }
 }
@@ -188,7 +189,7 @@ impl EngineStats {
         self.path_changes += other.path_changes;
         self.connection_errors += other.connection_errors;
         self.spi_failure_events += other.spi_failure_events;
-        self.tx_buffer_too_small += other.tx_buffer_too_small;
+        self.tx_no_buffer += other.tx_no_buffer;
     }
 
     pub(crate) fn record_windows(&mut self, fcwnd: Fcwnd, ncwnd: u16) {

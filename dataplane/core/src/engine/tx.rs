@@ -4,9 +4,11 @@
 //!
 //! Layer: engine. Implements [`Engine::poll_transmit`]: ACKs and NACKs
 //! first, then data by round robin over the active connections (see
-//! [`crate::scheduler`]). The frame is built in the caller's buffer with no
-//! allocation: the header is emitted at its final offset, the payload is
-//! copied once from the transaction's vector, and PSP seals in place with
+//! [`crate::scheduler`]). Once the packet is picked, its frame length is
+//! known and a buffer of that size is taken from the port (an ACK fits a
+//! small one); the frame is built in it with no allocation: the header is
+//! emitted at its final offset, the payload is copied once from the
+//! transaction's ULP header and data source, and PSP seals in place with
 //! IV = `now` in picoseconds (DESIGN.md §4; the IV clock keeps it strictly
 //! increasing per SA).
 
@@ -15,17 +17,27 @@ use psp::{TxSa, ICV_LEN};
 use crate::delivery::Retransmission;
 use crate::drop::DropReason;
 use crate::engine::{arm_connection, Connection, Engine};
+use crate::port::PacketBuf;
 use crate::time::Timestamp;
-use crate::transaction::{decode_handle, Role};
+use crate::transaction::DataSource;
+use crate::transaction::{decode_handle, Role, TxPayload};
 use crate::wire::{FalconRepr, FrameTemplate, ResyncCode};
 
-impl Engine {
-    /// Builds the next frame to send into `buf` (at least
-    /// [`max_frame_len`](Engine::max_frame_len) bytes) and returns its
-    /// length, or `None` when nothing may be sent now. Call until `None`
-    /// after every input.
-    pub fn poll_transmit(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
-        let sent = self.transmit(now, buf);
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
+    /// The next frame to send, built in a buffer of the size it needs
+    /// taken with `alloc(len)` (the port's allocation), or `None` when
+    /// nothing may be sent now. Call until `None` after every input.
+    ///
+    /// The packet is picked before its buffer is taken: if `alloc` has
+    /// none, the packet is counted (`EngineStats::tx_no_buffer`) and lost
+    /// as on the wire, and the delivery sublayer retransmits it. Ports
+    /// size their pools so that this does not happen in a steady state.
+    pub fn poll_transmit(
+        &mut self,
+        now: Timestamp,
+        mut alloc: impl FnMut(usize) -> Option<B>,
+    ) -> Option<B> {
+        let sent = self.transmit(now, &mut alloc, |frame, released| released.push(frame));
         if sent.is_none() {
             // The end of a transmit burst: bring the wheel up to date once
             // for every connection this burst (and the inputs before it)
@@ -35,22 +47,46 @@ impl Engine {
         sent
     }
 
-    fn transmit(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
-        if buf.len() < self.max_frame_len {
-            self.stats.tx_buffer_too_small += 1;
-            return None;
+    /// [`poll_transmit`](Self::poll_transmit) into a plain buffer (tools
+    /// and tests): the next frame is built into `buf` and its length
+    /// returned. A buffer of [`max_frame_len`](Self::max_frame_len) bytes
+    /// holds any frame; a shorter one loses a longer packet as
+    /// `poll_transmit` does when the port has no buffer.
+    pub fn poll_transmit_into(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
+        let mut room = Some(buf);
+        let sent = self.transmit(
+            now,
+            &mut |len| {
+                room.take()
+                    .filter(|bytes| bytes.len() >= len)
+                    .map(|bytes| SliceBuf { bytes, len: 0 })
+            },
+            |_, _| {},
+        );
+        if sent.is_none() {
+            self.arm_pending();
         }
-        if let Some(len) = self.poll_ack(now, buf) {
-            return Some(len);
+        sent.map(|frame| frame.len)
+    }
+
+    /// The next frame, in a buffer from `alloc`. A packet that could not
+    /// be sealed is dropped and counted, its buffer given back, and the
+    /// next one tried.
+    fn transmit<T: PacketBuf>(
+        &mut self,
+        now: Timestamp,
+        alloc: &mut impl FnMut(usize) -> Option<T>,
+        give_back: GiveBack<T, B>,
+    ) -> Option<T> {
+        if let Some(sent) = self.poll_ack(now, alloc, give_back) {
+            return Some(sent);
         }
         let mut visits = self.data_ring.len();
         while visits > 0 {
             visits -= 1;
             let slot = self.data_ring.front()?;
             // The box opened once: through `&mut Box<Connection>` every
-            // field access reloaded the box pointer after each store
-            // (callgrind, push64 profile: 3155 → 3144 instructions per
-            // transaction).
+            // field access reloaded the box pointer after each store.
             let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
                 self.data_ring.mask_front();
                 continue;
@@ -77,22 +113,21 @@ impl Engine {
             // One match on the handle and the retransmission reason: a
             // first transmission of a transaction packet (it has a handle;
             // a Resync has none, `TxPacket::handle`) is told apart without
-            // reading the repr's packet type (callgrind, push64 profile:
-            // 2739.1 → 2729.8 instructions per transaction).
-            let payload: &[u8] = match (packet.handle, packet.retransmission) {
+            // reading the repr's packet type.
+            let payload: TxPayload<'_, S> = match (packet.handle, packet.retransmission) {
                 // Ours finds its payload in the same slot lookup that
                 // records the transmission.
                 (Some(handle), None) => match decode_handle(handle) {
                     (Role::Initiator, rsn) => conn.initiator.first_transmit(now, rsn, packet.psn()),
                     (Role::Target, rsn) => {
                         conn.target.on_first_transmit(rsn);
-                        conn.target.payload(rsn).unwrap_or_default()
+                        conn.target.payload(rsn).unwrap_or(TxPayload::EMPTY)
                     }
                 },
                 (None, None) => {
                     self.stats.resyncs += 1;
                     resync_sent(conn, now, &packet.repr);
-                    &[]
+                    TxPayload::EMPTY
                 }
                 (handle, Some(reason)) => {
                     self.stats.retransmissions += 1;
@@ -101,16 +136,18 @@ impl Engine {
                         Retransmission::Early => self.stats.retransmissions_early += 1,
                     }
                     match handle.map(decode_handle) {
-                        None => &[],
+                        None => TxPayload::EMPTY,
                         Some((Role::Initiator, rsn)) => {
-                            conn.initiator.payload(rsn).unwrap_or_default()
+                            conn.initiator.payload(rsn).unwrap_or(TxPayload::EMPTY)
                         }
-                        Some((Role::Target, rsn)) => conn.target.payload(rsn).unwrap_or_default(),
+                        Some((Role::Target, rsn)) => {
+                            conn.target.payload(rsn).unwrap_or(TxPayload::EMPTY)
+                        }
                     }
                 }
             };
-            let result = emit_frame(
-                buf,
+            let built = build_frame(
+                alloc,
                 &conn.frame,
                 conn.tx_sa.as_mut(),
                 &packet.repr,
@@ -119,28 +156,23 @@ impl Engine {
             );
             // The connection sent (or tried): to the tail. After the frame,
             // not before reading the packet: the ring's branch between the
-            // packet's stores and its reads had them read back from memory
-            // (callgrind, push64: 2292.3 → 2285.4 instructions per
-            // transaction, `poll_transmit` 369.2 → 362.2 self; push64-psp
-            // 5045.6 → 5038.5).
+            // packet's stores and its reads had them read back from memory.
             self.data_ring.rotate();
-            if let Ok(len) = result {
-                // Counted a block apart from `tx_frames`: side by side, the
-                // two adjacent counters were added as one vector (six
-                // instructions for two; callgrind, push64: 2285.4 → 2282.4
-                // instructions per transaction, `poll_transmit` 362.2 →
-                // 359.3 self; push64-psp 5038.5 → 5035.7).
-                self.stats.tx_bytes += len as u64;
-            }
-            // On the connection at hand: `arm` looked it up again (callgrind,
-            // push64 profile: 2898 → 2884 instructions per transaction).
+            // On the connection at hand: `arm` looked it up again.
             arm_connection(&mut self.unarmed, conn, slot);
-            match result {
-                Ok(len) => {
+            match built {
+                Ok(frame) => {
+                    // Counted a block apart from `tx_frames`: side by side,
+                    // the two adjacent counters were added as one vector.
+                    self.stats.tx_bytes += frame.len() as u64;
                     self.stats.tx_frames += 1;
-                    return Some(len);
+                    return Some(frame);
                 }
-                Err(reason) => self.shared.drops.record(reason),
+                Err(failure) => {
+                    if !self.tx_failed(failure, give_back) {
+                        return None;
+                    }
+                }
             }
         }
         None
@@ -148,7 +180,35 @@ impl Engine {
 
     /// The next due ACK or NACK of any connection (they skip the data
     /// round robin).
-    fn poll_ack(&mut self, now: Timestamp, buf: &mut [u8]) -> Option<usize> {
+    /// A frame not built: counted, its buffer (if any) given back.
+    /// Whether to go on with the next packet (not when the port had no
+    /// buffer). Out of line: neither happens in a steady state.
+    #[cold]
+    #[inline(never)]
+    fn tx_failed<T: PacketBuf>(
+        &mut self,
+        failure: TxFailure<T>,
+        give_back: GiveBack<T, B>,
+    ) -> bool {
+        match failure {
+            TxFailure::NoBuffer => {
+                self.stats.tx_no_buffer += 1;
+                false
+            }
+            TxFailure::NotSealed(spent, reason) => {
+                self.shared.drops.record(reason);
+                give_back(spent, &mut self.shared.released);
+                true
+            }
+        }
+    }
+
+    fn poll_ack<T: PacketBuf>(
+        &mut self,
+        now: Timestamp,
+        alloc: &mut impl FnMut(usize) -> Option<T>,
+        give_back: GiveBack<T, B>,
+    ) -> Option<T> {
         while let Some(slot) = self.ack_ring.front() {
             let Some(conn) = self.connections[slot as usize].as_mut() else {
                 self.ack_ring.mask_front();
@@ -165,30 +225,77 @@ impl Engine {
                 self.ack_ring.mask_front();
                 continue;
             };
-            match emit_frame(buf, &conn.frame, conn.tx_sa.as_mut(), &repr, &[], now) {
-                Ok(len) => {
+            let empty = TxPayload::<S>::EMPTY;
+            match build_frame(alloc, &conn.frame, conn.tx_sa.as_mut(), &repr, empty, now) {
+                Ok(frame) => {
                     self.stats.tx_frames += 1;
                     self.stats.tx_acks += 1;
-                    self.stats.tx_bytes += len as u64;
-                    return Some(len);
+                    self.stats.tx_bytes += frame.len() as u64;
+                    return Some(frame);
                 }
-                Err(reason) => self.shared.drops.record(reason),
+                Err(failure) => {
+                    if !self.tx_failed(failure, give_back) {
+                        return None;
+                    }
+                }
             }
         }
         None
     }
 }
 
-/// Writes one frame into `buf`: outer headers, PSP header, the Falcon
-/// header and `payload` (zero-filled if shorter than the header says, which
-/// the transaction sublayer never lets happen), sealed in place.
+/// Why [`build_frame`] made no frame of a packet.
+enum TxFailure<T> {
+    /// The port had no buffer of the size needed.
+    NoBuffer,
+    /// Not sealed: the buffer back, and why.
+    NotSealed(T, DropReason),
+}
+
+/// Where `transmit` puts a buffer it could not use: the engine's own
+/// frames go back to the port with the released ones
+/// ([`Vec::push`]); a caller's plain slice ([`SliceBuf`]) nowhere.
+type GiveBack<T, B> = fn(T, &mut Vec<B>);
+
+/// Takes a buffer of the frame's length from `alloc` and writes the frame
+/// into it: outer headers, PSP header, the Falcon header and `payload`
+/// (zero-filled if shorter than the header says, which the transaction
+/// sublayer never lets happen), sealed in place.
+#[inline(always)]
+fn build_frame<T: PacketBuf, S: DataSource>(
+    alloc: &mut impl FnMut(usize) -> Option<T>,
+    frame: &FrameTemplate,
+    tx_sa: Option<&mut TxSa>,
+    repr: &FalconRepr,
+    payload: TxPayload<'_, S>,
+    now: Timestamp,
+) -> Result<T, TxFailure<T>> {
+    let headroom = frame.header_len();
+    let psp_header = tx_sa.as_ref().map_or(0, |sa| sa.header_len());
+    let trailer = if tx_sa.is_some() { ICV_LEN } else { 0 };
+    let start = headroom + psp_header;
+    let len = start + repr.buffer_len() + trailer;
+    let Some(mut out) = alloc(len) else {
+        return Err(TxFailure::NoBuffer);
+    };
+    match emit_frame(out.buffer_mut(), frame, tx_sa, repr, payload, now) {
+        Ok(len) => {
+            out.set_len(len);
+            Ok(out)
+        }
+        Err(reason) => Err(TxFailure::NotSealed(out, reason)),
+    }
+}
+
+/// Writes one frame into `buf` (at least the frame's length) and returns
+/// its length.
 #[inline]
-fn emit_frame(
+fn emit_frame<S: DataSource>(
     buf: &mut [u8],
     frame: &FrameTemplate,
     tx_sa: Option<&mut TxSa>,
     repr: &FalconRepr,
-    payload: &[u8],
+    payload: TxPayload<'_, S>,
     now: Timestamp,
 ) -> Result<usize, DropReason> {
     let headroom = frame.header_len();
@@ -201,22 +308,16 @@ fn emit_frame(
         .and_then(|end| buf.get_mut(start..end))
         .and_then(|room| repr.emit_within(room).map(|range| (room, range)))
     else {
-        debug_assert!(false, "frame longer than max_frame_len");
+        debug_assert!(false, "a buffer shorter than the frame it was taken for");
         return Err(DropReason::TxSealFailed);
     };
     let falcon_len = payload_range.end;
     // In the room `emit_within` wrote into and checked: taken from
     // `buf[start..]` again, the range was bounds-checked again and more
-    // registers were saved around the payload's copy (callgrind, push64
-    // profile: 2702.8 → 2689.5 instructions per transaction, `emit_frame`
-    // 166.4 → 153.2 inclusive).
+    // registers were saved around the payload's copy.
     let dst = &mut room[payload_range];
     if !dst.is_empty() {
-        let n = dst.len().min(payload.len());
-        dst[..n].copy_from_slice(&payload[..n]);
-        if n < dst.len() {
-            dst[n..].fill(0);
-        }
+        payload.write(dst);
     }
     let udp_payload_len = match tx_sa {
         Some(sa) => sa
@@ -231,13 +332,50 @@ fn emit_frame(
     Ok(headroom + udp_payload_len)
 }
 
+/// A caller's plain buffer as a frame buffer, for
+/// [`Engine::poll_transmit_into`].
+struct SliceBuf<'a> {
+    bytes: &'a mut [u8],
+    len: usize,
+}
+
+impl PacketBuf for SliceBuf<'_> {
+    fn data(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or_default()
+    }
+
+    fn data_mut(&mut self) -> &mut [u8] {
+        self.bytes.get_mut(..self.len).unwrap_or_default()
+    }
+
+    fn buffer_mut(&mut self) -> &mut [u8] {
+        self.bytes
+    }
+
+    fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.bytes.len());
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
 /// A Resync left `conn`: one that a request became at its first
 /// transmission (the local xLR drop filter, OCP Falcon 0.9 §11) records
 /// the request sent. Out of line: Resyncs are rare, and inlined this grew
 /// the transmit loop on every packet.
 #[cold]
 #[inline(never)]
-fn resync_sent(conn: &mut Connection, now: Timestamp, repr: &FalconRepr) {
+fn resync_sent<B: PacketBuf, S: DataSource>(
+    conn: &mut Connection<B, S>,
+    now: Timestamp,
+    repr: &FalconRepr,
+) {
     if let FalconRepr::Resync(resync) = repr {
         if resync.code == ResyncCode::LocalXlrFlow {
             let (rsn, psn) = (resync.header.rsn, resync.header.psn);

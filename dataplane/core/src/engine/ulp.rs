@@ -3,25 +3,30 @@
 //! Layer: engine, boundary to the ULPs. Implements [`Engine::submit`] (the
 //! initiator's push and pull), the target's answers [`Engine::ulp_ack`],
 //! [`Engine::ulp_nack`], [`Engine::submit_pull_data`], and
-//! [`Engine::recycle`]. Each finds the connection, hands the command to the
+//! [`Engine::release`]. Each finds the connection, hands the command to the
 //! transaction sublayer and runs the engine's bookkeeping (scheduler,
 //! timers, RUE). Refusals hand the payload back: nothing the ULP hands over
 //! is lost silently.
 
 use crate::delivery::UlpNack;
 use crate::engine::{arm_connection, conn_in, Connection, ConnectionHandle, Engine};
+use crate::port::PacketBuf;
 use crate::seq::Rsn;
 use crate::time::Timestamp;
-use crate::transaction::{Payload, RejectReason, Rejected, Transaction, UlpCommandError};
+use crate::transaction::DataSource;
+use crate::transaction::{
+    Payload, RejectReason, Rejected, Transaction, UlpCommandError, UlpHeader,
+};
 
-impl Engine {
+impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// §8.4.3.1 / §8.4.3.3: a push or pull from the initiator ULP. Returns
     /// its RSN; the completion comes back as [`UlpEvent::Completion`](crate::transaction::UlpEvent::Completion).
     ///
     /// # Errors
     ///
-    /// [`Rejected`] with the payload: unknown or dead connection, too long
-    /// for one packet, out of credits (then also an [`UlpEvent::Xoff`](crate::transaction::UlpEvent::Xoff)).
+    /// [`Rejected`] with the transaction: unknown or dead connection, too
+    /// long for one packet, out of credits (then also an
+    /// [`UlpEvent::Xoff`](crate::transaction::UlpEvent::Xoff)).
     ///
     /// The time is taken as by every ULP command, but submitting reads no
     /// clock: the packet is stamped when it is sent.
@@ -29,18 +34,18 @@ impl Engine {
         &mut self,
         _now: Timestamp,
         connection: ConnectionHandle,
-        transaction: Transaction,
-    ) -> Result<Rsn, Rejected> {
-        let reject = |reason, payload| Err(Rejected { reason, payload });
+        transaction: Transaction<S>,
+    ) -> Result<Rsn, Rejected<Transaction<S>>> {
+        let reject = |reason, returned| Err(Rejected { reason, returned });
         let Some(slot) = self.slot(connection) else {
-            return reject(RejectReason::UnknownConnection, transaction.payload);
+            return reject(RejectReason::UnknownConnection, transaction);
         };
         let Some(conn) = self.connections[slot as usize].as_mut() else {
-            return reject(RejectReason::UnknownConnection, transaction.payload);
+            return reject(RejectReason::UnknownConnection, transaction);
         };
         if conn.dead {
             self.shared.stats.rejected += 1;
-            return reject(RejectReason::ConnectionNotAlive, transaction.payload);
+            return reject(RejectReason::ConnectionNotAlive, transaction);
         }
         let rsn = conn.initiator.submit_with(
             &mut self.shared,
@@ -109,67 +114,70 @@ impl Engine {
         result
     }
 
-    /// The target ULP's Pull Data for pull `rsn` (implies its ACK of the
-    /// Pull Request). At most the request length, and at most one packet's
-    /// payload ([`max_payload`](Self::max_payload)): the peer's Request
+    /// The target ULP's Pull Data for pull `rsn`: its ULP `header`, then
+    /// the bytes of `data`, read when the packet is built (and again if it
+    /// is retransmitted); the engine drops `data` once the Pull Data is
+    /// acknowledged. Implies the ULP's ACK of the Pull Request. At most the
+    /// request length, and at most one packet's payload ([`max_payload`](Self::max_payload)): the peer's Request
     /// Length is 16 bits and may ask for more than one packet carries (OCP
     /// Falcon 0.9 §5: "each pull request is limited to one MTU").
     ///
     /// # Errors
     ///
-    /// [`Rejected`] with the payload: unknown connection or request,
-    /// longer than requested or than a packet carries, out of credits (then
-    /// also an Xoff).
+    /// [`Rejected`] with `data`: unknown connection or request, longer
+    /// than requested or than a packet carries, out of credits (then also
+    /// an Xoff).
     pub fn submit_pull_data(
         &mut self,
         now: Timestamp,
         connection: ConnectionHandle,
         rsn: Rsn,
-        payload: Vec<u8>,
-    ) -> Result<(), Rejected> {
+        header: UlpHeader,
+        data: S,
+    ) -> Result<(), Rejected<S>> {
+        let payload = data;
         let slot = match self.live_slot(connection) {
             Ok(slot) => slot,
             Err(UlpCommandError::ConnectionNotAlive) => {
                 return Err(Rejected {
                     reason: RejectReason::ConnectionNotAlive,
-                    payload,
+                    returned: payload,
                 })
             }
             Err(_) => {
                 return Err(Rejected {
                     reason: RejectReason::UnknownConnection,
-                    payload,
+                    returned: payload,
                 })
             }
         };
         // Checked here, as `submit` checks in the initiator: a longer
         // Pull Data would be queued and never fit a frame.
         let max = self.shared.config.max_payload;
-        if payload.len() > max {
+        if header.len() + payload.len() > max {
             self.shared.stats.rejected += 1;
             return Err(Rejected {
                 reason: RejectReason::PayloadTooLong { max },
-                payload,
+                returned: payload,
             });
         }
         let result = {
             let conn = conn_in(&mut self.connections, slot);
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
-            target.submit_pull_data(&mut ctx, rsn, payload)
+            target.submit_pull_data(&mut ctx, rsn, header, payload, Some)
         };
         self.after_ulp_answer(slot);
         self.finish(now);
         result
     }
 
-    /// Gives a payload buffer back to the engine's free lists: a
+    /// The ULP is done with a received payload (a
     /// [`Request`](crate::transaction::Request)'s or a
-    /// [`Completion`](crate::transaction::Completion)'s [`Payload`] or any
-    /// `Vec<u8>` (a completion's `request`), so the next received payload
-    /// needs no allocation. A frame-backed
-    /// payload's whole buffer becomes a spare for a later zero-copy receive.
-    pub fn recycle(&mut self, buf: impl Into<Payload>) {
-        self.shared.buffers.give(buf.into().into_buffer());
+    /// [`Completion`](crate::transaction::Completion)'s): its frame goes
+    /// back to the port with the next burst (`io.rs`, or
+    /// [`take_released`](Self::take_released)).
+    pub fn release(&mut self, payload: Payload<B>) {
+        self.shared.release(payload);
     }
 
     /// After a target ULP answer: an ACK or NACK may now be due, Pull Data
@@ -191,10 +199,10 @@ impl Engine {
 /// The live connection `handle` names, found once: what
 /// [`Engine::live_slot`] then [`conn_in`] find, with the same errors, on
 /// the target ULP's per-request path.
-fn live_connection(
-    connections: &mut [Option<Box<Connection>>],
+fn live_connection<B: PacketBuf, S>(
+    connections: &mut [Option<Box<Connection<B, S>>>],
     handle: ConnectionHandle,
-) -> Result<&mut Connection, UlpCommandError> {
+) -> Result<&mut Connection<B, S>, UlpCommandError> {
     match connections
         .get_mut(handle.index as usize)
         .and_then(|conn| conn.as_deref_mut())
@@ -209,8 +217,10 @@ fn live_connection(
 mod tests {
     use crate::engine::{ConnectionConfig, Engine, EngineConfig};
     use crate::ids::ConnectionId;
+    use crate::port::FrameBuf;
     use crate::seq::{Psn, Rsn};
     use crate::time::Timestamp;
+    use crate::transaction::UlpHeader;
     use crate::transaction::{RejectReason, TransactionKind, UlpEvent};
     use crate::wire::{
         BaseHeader, EthernetAddress, FalconRepr, FrameRepr, FrameTemplate, IpFields, ProtocolType,
@@ -224,7 +234,7 @@ mod tests {
     #[test]
     fn pull_data_longer_than_a_packet_is_refused() {
         let now = Timestamp::from_micros(1);
-        let mut engine = Engine::new(EngineConfig::default(), now).expect("config");
+        let mut engine: Engine = Engine::new(EngineConfig::default(), now).expect("config");
         let peer_mac = EthernetAddress([2, 0, 0, 0, 0, 2]);
         let peer_ip = "10.0.0.2".parse().expect("literal address");
         let cid = ConnectionId::truncating(0x10);
@@ -270,7 +280,7 @@ mod tests {
         let start = template.header_len();
         pull.emit(&mut frame[start..]);
         let len = template.emit(&mut frame, pull.buffer_len()).expect("fits");
-        engine.handle_packet(now, &mut frame[..len]);
+        let _ = engine.handle_packet(now, FrameBuf::from_frame(&frame[..len], 0));
 
         let Some(UlpEvent::Request(request)) = engine.poll_event() else {
             panic!("the Pull Request is delivered");
@@ -279,18 +289,18 @@ mod tests {
         assert_eq!(request.request_length, request_length);
         let whole = vec![9; usize::from(request_length)];
         let refused = engine
-            .submit_pull_data(now, conn, request.rsn, whole)
+            .submit_pull_data(now, conn, request.rsn, UlpHeader::EMPTY, whole)
             .expect_err("more than one packet carries");
         assert_eq!(refused.reason, RejectReason::PayloadTooLong { max });
-        assert_eq!(refused.payload.len(), usize::from(request_length));
+        assert_eq!(refused.returned.len(), usize::from(request_length));
 
         // One packet's worth is taken and goes out whole.
         engine
-            .submit_pull_data(now, conn, request.rsn, vec![9; max])
+            .submit_pull_data(now, conn, request.rsn, UlpHeader::EMPTY, vec![9; max])
             .expect("one packet's payload");
         let mut buf = vec![0u8; engine.max_frame_len()];
         let mut sent = Vec::new();
-        while let Some(len) = engine.poll_transmit(now, &mut buf) {
+        while let Some(len) = engine.poll_transmit_into(now, &mut buf) {
             sent.push(len);
         }
         assert!(

@@ -226,8 +226,12 @@ impl Port for LoopbackPort {
     // `FrameBuf` modified and then returned through memory was copied right
     // after the store to its length, a store-forwarding stall per frame
     // (perf annotate: ~20 % of the bench loop's own samples).
+    // One size of buffer, `frame_capacity`: every frame fits one.
     #[inline]
-    fn alloc(&mut self) -> Option<FrameBuf> {
+    fn alloc(&mut self, len: usize) -> Option<FrameBuf> {
+        if len > self.config.frame_capacity {
+            return None;
+        }
         match self.cache.pop() {
             Some(buf) => Some(buf),
             None => self.refill(),
@@ -470,8 +474,8 @@ impl<P: Port> Port for FaultInjector<P> {
         self.inner.capabilities()
     }
 
-    fn alloc(&mut self) -> Option<P::Buf> {
-        self.inner.alloc()
+    fn alloc(&mut self, len: usize) -> Option<P::Buf> {
+        self.inner.alloc(len)
     }
 
     fn free(&mut self, buf: P::Buf) {
@@ -509,7 +513,7 @@ impl<P: Port> Port for FaultInjector<P> {
                 self.note_flip(at);
             }
             if self.rng.chance(faults.duplicate_ppm, 1_000_000) {
-                if let Some(mut copy) = self.inner.alloc() {
+                if let Some(mut copy) = self.inner.alloc(buf.len()) {
                     let len = buf.len().min(copy.capacity());
                     copy.buffer_mut()[..len].copy_from_slice(&buf.data()[..len]);
                     copy.set_len(len);
@@ -549,7 +553,7 @@ mod tests {
     use super::*;
 
     fn send(port: &mut impl Port<Buf = FrameBuf>, now: Timestamp, payload: &[u8]) {
-        let mut buf = port.alloc().expect("pool");
+        let mut buf = port.alloc(64).expect("pool");
         buf.buffer_mut()[..payload.len()].copy_from_slice(payload);
         buf.set_len(payload.len());
         let mut frames = vec![buf];
@@ -631,15 +635,15 @@ mod tests {
             ..LoopbackConfig::default()
         };
         let (mut a, _b) = Loopback::pair(config);
-        let mut frames: Vec<FrameBuf> = (0..3).map(|_| a.alloc().unwrap()).collect();
+        let mut frames: Vec<FrameBuf> = (0..3).map(|_| a.alloc(64).unwrap()).collect();
         assert_eq!(a.tx_burst(Timestamp::ZERO, &mut frames), 2);
         assert_eq!(frames.len(), 1);
         assert_eq!(a.stats().tx_full, 1);
-        let last = a.alloc();
+        let last = a.alloc(64);
         assert!(last.is_some());
-        assert!(a.alloc().is_none(), "pool of 4 exhausted");
+        assert!(a.alloc(64).is_none(), "pool of 4 exhausted");
         a.free(frames.pop().unwrap());
-        assert!(a.alloc().is_some());
+        assert!(a.alloc(64).is_some());
     }
 
     #[test]
@@ -651,8 +655,8 @@ mod tests {
         };
         let (mut a, mut b) = Loopback::pair(config);
         let now = Timestamp::ZERO;
-        let mut frames: Vec<FrameBuf> = (0..96).map(|_| a.alloc().unwrap()).collect();
-        assert!(a.alloc().is_none(), "pool of 96 exhausted");
+        let mut frames: Vec<FrameBuf> = (0..96).map(|_| a.alloc(64).unwrap()).collect();
+        assert!(a.alloc(64).is_none(), "pool of 96 exhausted");
         assert_eq!(a.tx_burst(now, &mut frames), 96);
         let mut got = Vec::new();
         assert_eq!(b.rx_burst(now, &mut got, 96), 96);
@@ -662,15 +666,15 @@ mod tests {
         // B holds back its last whole batch; the two before went to the
         // pool, where A takes them back without allocating.
         let mut reused = Vec::new();
-        while let Some(buf) = a.alloc() {
+        while let Some(buf) = a.alloc(64) {
             assert!(buf.is_empty(), "lengths are zeroed on free");
             reused.push(buf);
         }
         assert_eq!(reused.len(), 64);
         assert_eq!(a.buffers_allocated(), 96);
         // What B still holds it hands out itself.
-        let held: Vec<FrameBuf> = (0..32).map(|_| b.alloc().unwrap()).collect();
-        assert!(b.alloc().is_none());
+        let held: Vec<FrameBuf> = (0..32).map(|_| b.alloc(64).unwrap()).collect();
+        assert!(b.alloc(64).is_none());
         for buf in reused.into_iter().chain(held) {
             a.free(buf);
         }
@@ -688,7 +692,7 @@ mod tests {
         let now = Timestamp::ZERO;
         let (mut frames, mut got) = (Vec::new(), Vec::new());
         for _ in 0..100 {
-            frames.extend((0..burst).map(|_| a.alloc().unwrap()));
+            frames.extend((0..burst).map(|_| a.alloc(64).unwrap()));
             assert_eq!(a.tx_burst(now, &mut frames), burst);
             assert_eq!(b.rx_burst(now, &mut got, burst), burst);
             for frame in got.drain(..) {

@@ -6,8 +6,7 @@
 //! per-host credit counters, the head-of-line green/red zone of the
 //! network-request region and the dynamic-threshold isolation between
 //! connections — plus the per-connection [`CreditCounter`], the
-//! [`Demand`] of each transaction phase and the payload buffer recycler
-//! ([`Buffers`]). Pure counting: it never sees a packet, never allocates
+//! [`Demand`] of each transaction phase. Pure counting: it never sees a packet, never allocates
 //! per transaction (after warm-up) and never panics in release builds (debug
 //! builds assert that nothing is released that was not reserved).
 //!
@@ -46,10 +45,6 @@
 //! is per connection ([`Alpha`]), settable at run time (by the RUE policy
 //! or the CM; the rev 0.9 RUE result has no field for it), so a connection
 //! whose ULP stops consuming cannot take the region from the others.
-
-mod buffers;
-
-pub use buffers::Buffers;
 
 use core::fmt;
 

@@ -18,13 +18,16 @@ use crate::delivery::{
 };
 use crate::drop::DropReason;
 use crate::engine::ConnectionHandle;
+use crate::port::{FrameBuf, PacketBuf};
 use crate::resources::{Account, Demand, ALL_LANES, RX_LANES, TX_LANES};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::transaction::payload::{Payload, RxPayload};
 use crate::transaction::ring::SlotRing;
+use crate::transaction::source::{DataSource, TxPayload, UlpHeader};
 use crate::transaction::ulp::{
-    Completion, CompletionStatus, RejectReason, Rejected, Transaction, TransactionKind, UlpEvent,
+    Completion, CompletionStatus, Op, RejectReason, Rejected, Transaction, TransactionKind,
+    UlpEvent,
 };
 use crate::transaction::{decode_handle, payload_handle, xoff, Ctx, Role, Shared};
 use crate::wire::{NackCode, ResyncCode};
@@ -61,16 +64,18 @@ pub enum InitiatorState {
 
 /// One outstanding transaction.
 #[derive(Debug)]
-struct Slot {
+struct Slot<B: PacketBuf, S> {
     state: InitiatorState,
     kind: TransactionKind,
     tag: u64,
     request_length: u16,
-    /// The submitted payload, kept for retransmissions.
-    request: Vec<u8>,
-    /// Pull Data received (the frame's own buffer when taken over: held
-    /// here until the pull completes in its turn).
-    data: Payload,
+    /// The ULP header of the packet.
+    header: UlpHeader,
+    /// A push's data source, kept for retransmissions.
+    source: Option<S>,
+    /// Pull Data received, in its frame: held here until the pull
+    /// completes in its turn.
+    data: Payload<B>,
     demand: Demand,
     /// The Tx part of `demand` is held: the packet, or the Resync that
     /// replaced it, is queued or in the retransmit buffer.
@@ -88,7 +93,7 @@ struct Slot {
     completed: bool,
 }
 
-impl Default for Slot {
+impl<B: PacketBuf, S> Default for Slot<B, S> {
     /// A slot before `submit` fills it in.
     fn default() -> Self {
         Slot {
@@ -96,7 +101,8 @@ impl Default for Slot {
             kind: TransactionKind::Push,
             tag: 0,
             request_length: 0,
-            request: Vec::new(),
+            header: UlpHeader::EMPTY,
+            source: None,
             data: Payload::new(),
             demand: Demand::ZERO,
             tx_held: true,
@@ -109,9 +115,10 @@ impl Default for Slot {
     }
 }
 
-/// The initiator of one connection.
+/// The initiator of one connection, holding received frames `B` and the
+/// ULP's data sources `S`.
 #[derive(Debug)]
-pub struct Initiator {
+pub struct Initiator<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     ordering: OrderingMode,
     /// RSN of `slots[0]`.
     retired: Rsn,
@@ -119,7 +126,7 @@ pub struct Initiator {
     brsn: Rsn,
     /// NRSN: the next RSN to assign (§8.4.1).
     nrsn: Rsn,
-    slots: SlotRing<Slot>,
+    slots: SlotRing<Slot<B, S>>,
     /// Per kind ([pull, push]), the queue of transactions not yet handed to
     /// the delivery sublayer, as a cursor over the slot ring: every slot of
     /// that kind from this RSN on (RSN order) is queued, none before it.
@@ -145,7 +152,7 @@ pub struct Initiator {
     new_deadline: Option<Timestamp>,
 }
 
-impl Initiator {
+impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// An initiator whose first RSN is `first_rsn` (set by the CM, §8.4.1),
     /// timing transactions out `timeout` after their first transmission.
     pub fn new(ordering: OrderingMode, first_rsn: Rsn, timeout: Duration) -> Self {
@@ -173,7 +180,11 @@ impl Initiator {
     /// [`Rejected`] with the payload: too long, or out of credits (the ULP
     /// also gets an Xoff).
     #[inline]
-    pub fn submit(&mut self, ctx: &mut Ctx<'_>, transaction: Transaction) -> Result<Rsn, Rejected> {
+    pub fn submit(
+        &mut self,
+        ctx: &mut Ctx<'_, B, S>,
+        transaction: Transaction<S>,
+    ) -> Result<Rsn, Rejected<Transaction<S>>> {
         self.submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
     }
 
@@ -185,51 +196,46 @@ impl Initiator {
     #[inline]
     pub(crate) fn submit_with(
         &mut self,
-        shared: &mut Shared,
+        shared: &mut Shared<B, S>,
         account: &mut Account,
         connection: ConnectionHandle,
-        transaction: Transaction,
-    ) -> Result<Rsn, Rejected> {
+        transaction: Transaction<S>,
+    ) -> Result<Rsn, Rejected<Transaction<S>>> {
         let max = shared.config.max_payload;
         let cell = shared.resources.config().cell_size;
-        let too_long = match transaction.kind {
-            TransactionKind::Push => transaction.payload.len() > max,
-            TransactionKind::Pull => {
-                usize::from(transaction.request_length) > max || transaction.payload.len() > max
-            }
+        let payload_len = transaction.payload_len();
+        let too_long = match transaction.op {
+            Op::Push(_) => payload_len > max,
+            Op::Pull { request_length } => usize::from(request_length) > max || payload_len > max,
         };
         if too_long {
             shared.stats.rejected += 1;
             return Err(Rejected {
                 reason: RejectReason::PayloadTooLong { max },
-                payload: transaction.payload,
+                returned: transaction,
             });
         }
         // Two matches, not one returning a pair: the pair put the demand on
         // the stack and copied it again (callgrind, push64 profile: 3486 →
         // 3472 instructions per transaction).
-        let demand = match transaction.kind {
-            TransactionKind::Push => {
-                Demand::push_cells(shared.resources.cells(transaction.payload.len()))
+        let demand = match transaction.op {
+            Op::Push(_) => Demand::push_cells(shared.resources.cells(payload_len)),
+            Op::Pull { request_length } => {
+                Demand::pull_request(payload_len, usize::from(request_length), cell)
             }
-            TransactionKind::Pull => Demand::pull_request(
-                transaction.payload.len(),
-                usize::from(transaction.request_length),
-                cell,
-            ),
         };
-        let request_length = match transaction.kind {
+        let request_length = match transaction.op {
             // Invariant: max_payload ≤ u16::MAX (engine config), so the
             // length fits.
-            TransactionKind::Push => transaction.payload.len() as u16,
-            TransactionKind::Pull => transaction.request_length,
+            Op::Push(_) => payload_len as u16,
+            Op::Pull { request_length } => request_length,
         };
         if let Err(shortage) = shared.resources.reserve_ulp(account, &demand) {
             shared.stats.rejected += 1;
             xoff(shared, account, connection);
             return Err(Rejected {
                 reason: RejectReason::NoResources(shortage),
-                payload: transaction.payload,
+                returned: transaction,
             });
         }
         let rsn = self.nrsn;
@@ -242,24 +248,26 @@ impl Initiator {
         // 2304.3 → 2300.3 instructions per transaction, `Engine::submit`
         // 210.3 → 206.3 self; push64-psp 5057.5 → 5053.3).
         let slot = self.slots.push_back();
-        match transaction.kind {
-            TransactionKind::Push => {
+        match transaction.op {
+            Op::Push(source) => {
                 shared.stats.pushes_submitted += 1;
                 self.queued_len[1] += 1;
                 slot.state = InitiatorState::PushReqUlpRx;
                 slot.kind = TransactionKind::Push;
+                slot.source = Some(source);
             }
-            TransactionKind::Pull => {
+            Op::Pull { .. } => {
                 shared.stats.pulls_submitted += 1;
                 self.queued_len[0] += 1;
                 slot.state = InitiatorState::PullReqUlpRx;
                 slot.kind = TransactionKind::Pull;
+                slot.source = None;
             }
         }
         slot.tag = transaction.tag;
         slot.request_length = request_length;
-        slot.request = transaction.payload;
-        slot.data = Payload::new();
+        slot.header = transaction.header;
+        debug_assert!(!slot.data.has_frame(), "a retired slot holds no frame");
         slot.demand = demand;
         slot.tx_held = true;
         slot.psn = None;
@@ -280,7 +288,7 @@ impl Initiator {
     /// push in `submit` and the pop here, callgrind, push64 profile:
     /// 3366 → 3351 instructions per transaction (`Engine::submit` −24; the
     /// cursor's checks here cost back ~10 of the pop).
-    #[inline]
+    #[inline(always)]
     pub fn top_up(&mut self, delivery: &mut DeliveryConnection) {
         for (i, kind) in [(0, PacketKind::PullRequest), (1, PacketKind::PushData)] {
             if self.in_delivery[i] > 0 || self.queued_len[i] == 0 {
@@ -295,7 +303,12 @@ impl Initiator {
             self.queued[i] = rsn;
             let slot = &self.slots[index];
             // Invariant: payloads are checked against max_payload ≤ u16::MAX.
-            let payload_len = slot.request.len() as u16;
+            // A push's Request Length is its payload length (`submit`).
+            let payload_len = match slot.kind {
+                TransactionKind::Push => slot.request_length,
+                // Invariant: at most ULP_HEADER_CAPACITY bytes.
+                TransactionKind::Pull => slot.header.len() as u16,
+            };
             let packet = OutgoingPacket {
                 kind,
                 rsn,
@@ -391,12 +404,17 @@ impl Initiator {
     /// register saves per first transmission (callgrind, push64 profile:
     /// `poll_transmit` 677 → 671 inclusive).
     #[inline]
-    pub fn first_transmit(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) -> &[u8] {
+    pub(crate) fn first_transmit(
+        &mut self,
+        now: Timestamp,
+        rsn: Rsn,
+        psn: Psn,
+    ) -> TxPayload<'_, S> {
         let Some(index) = self.index(rsn) else {
-            return &[];
+            return TxPayload::EMPTY;
         };
         self.mark_sent(index, now, psn);
-        self.slots[index].request.as_slice()
+        self.slots[index].tx_payload()
     }
 
     /// Our request `rsn` left as a Resync 0x2 (the local xLR drop filter,
@@ -409,13 +427,13 @@ impl Initiator {
     }
 
     /// The payload of our packet `rsn` (for building it).
-    pub fn payload(&self, rsn: Rsn) -> Option<&[u8]> {
-        self.index(rsn).map(|i| self.slots[i].request.as_slice())
+    pub(crate) fn payload(&self, rsn: Rsn) -> Option<TxPayload<'_, S>> {
+        self.index(rsn).map(|i| self.slots[i].tx_payload())
     }
 
     /// Our packet for `rsn` (or the Resync that replaced it) was
     /// acknowledged: it left the retransmit buffer.
-    pub fn on_acked(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
+    pub fn on_acked(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn, sent: SentKind) {
         let mut owed = Demand::ZERO;
         self.acknowledge(ctx.shared, ctx.connection, rsn, sent, &mut owed);
         ctx.release(&owed);
@@ -434,7 +452,7 @@ impl Initiator {
     /// instructions per transaction inclusive, 6 215 → 6 159 in all
     /// (callgrind, `push64_psp_profile`; see also `retire` and
     /// `complete_slot`).
-    pub fn on_acked_run(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn, sent: SentKind) {
+    pub fn on_acked_run(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn, sent: SentKind) {
         let mut owed = Demand::ZERO;
         // The acknowledgements take the parts of `ctx` they use: the walk
         // over the delivery sublayer's queue (`take_acked_run`) holds
@@ -457,7 +475,7 @@ impl Initiator {
     #[inline(always)]
     fn acknowledge(
         &mut self,
-        shared: &mut Shared,
+        shared: &mut Shared<B, S>,
         connection: ConnectionHandle,
         rsn: Rsn,
         sent: SentKind,
@@ -547,8 +565,9 @@ impl Initiator {
         if slot.tx_held {
             slot.tx_held = false;
             if slot.completed {
-                let request = core::mem::take(&mut slot.request);
-                shared.buffers.give(request);
+                // The completion left the source here for a retransmission
+                // that can no longer come.
+                slot.source = None;
             }
             // The usual push: acknowledged with its outcome, and the next to
             // complete. It completes here, owing the Tx and Rx parts of its
@@ -597,7 +616,7 @@ impl Initiator {
 
     /// The delivery sublayer gave up on our packet `rsn` (Max Retransmit
     /// Attempts; a Resync 0x3 takes its PSN): kCmplLocalTO (§11 footnote 1).
-    pub fn on_exhausted(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    pub fn on_exhausted(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         let Some(index) = self.index(rsn) else {
             return;
         };
@@ -611,7 +630,7 @@ impl Initiator {
 
     /// The target resynced its Pull Data for our pull `rsn` away: it will
     /// never come (kCmplRemoteErr).
-    pub fn on_pull_data_resynced(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    pub fn on_pull_data_resynced(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         let Some(index) = self.index(rsn) else {
             return;
         };
@@ -633,7 +652,12 @@ impl Initiator {
     /// ([`RxPayload::store`]). Only Pull Data that is stored takes the
     /// frame: a duplicate, unmatched, refused, too long or zero-length one
     /// leaves it with the caller.
-    pub fn on_pull_data(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: RxPayload<'_>) {
+    pub fn on_pull_data(
+        &mut self,
+        ctx: &mut Ctx<'_, B, S>,
+        arrival: Arrival,
+        payload: RxPayload<'_, B>,
+    ) {
         let rsn = arrival.rsn;
         let matched = self.index(rsn).filter(|&i| {
             let slot = &self.slots[i];
@@ -663,8 +687,7 @@ impl Initiator {
             // zero-length Pull Data.
             (CompletionStatus::TargetCompletionInError, 0)
         } else {
-            let shared = &mut *ctx.shared;
-            slot.data = payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_pull_data);
+            slot.data = payload.store(&mut ctx.shared.stats.zero_copy_pull_data);
             (CompletionStatus::Ack, 0)
         });
         self.settle(ctx, rsn);
@@ -673,7 +696,7 @@ impl Initiator {
     /// Transaction timeouts due at `now` (§11 initiator table: kCmplLocalTO,
     /// Rx resources reclaimed). A packet still in the retransmit buffer is
     /// replaced by a Resync (0x4) so the target skips the RSN.
-    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_, B, S>) {
         if self.sweep_at.map_or(true, |at| at > ctx.now) {
             return;
         }
@@ -742,7 +765,7 @@ impl Initiator {
     /// The connection died: every transaction not yet completed completes
     /// with kCmplDeadConn (in RSN order), and all its resources return
     /// (§11: "Connection not alive ... reclaim").
-    pub fn fail_all(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn fail_all(&mut self, ctx: &mut Ctx<'_, B, S>) {
         self.queued = [self.nrsn; 2];
         self.queued_len = [0; 2];
         self.in_delivery = [0; 2];
@@ -782,7 +805,7 @@ impl Initiator {
     /// connections every transaction from BRSN on that has an outcome, in
     /// RSN order (§8.4.2); on unordered ones `rsn` itself. Then retires the
     /// finished slots at the front.
-    fn settle(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    fn settle(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         let mut owed = Demand::ZERO;
         self.complete_ready(ctx.shared, ctx.connection, rsn, &mut owed);
         ctx.release(&owed);
@@ -794,7 +817,7 @@ impl Initiator {
     #[inline(always)]
     fn complete_ready(
         &mut self,
-        shared: &mut Shared,
+        shared: &mut Shared<B, S>,
         connection: ConnectionHandle,
         rsn: Rsn,
         owed: &mut Demand,
@@ -829,7 +852,7 @@ impl Initiator {
     /// Retires the finished slots at the front (completed, and their packet
     /// out of the retransmit buffer).
     #[inline]
-    fn retire(&mut self, ctx: &mut Ctx<'_>) {
+    fn retire(&mut self, ctx: &mut Ctx<'_, B, S>) {
         while let Some(front) = self.slots.front() {
             if !front.completed || front.tx_held {
                 break;
@@ -839,11 +862,9 @@ impl Initiator {
                 // after it took them): test before writing. 6 159 → 6 146
                 // instructions per transaction (callgrind,
                 // `push64_psp_profile`).
-                if front.request.capacity() > 0 {
-                    ctx.shared.buffers.give(core::mem::take(&mut front.request));
-                }
-                if !front.data.buffer().is_empty() {
-                    front.data = Payload::new();
+                front.source = None;
+                if front.data.has_frame() {
+                    ctx.shared.release(core::mem::take(&mut front.data));
                 }
             }
             self.retired = self.retired.next();
@@ -857,7 +878,7 @@ impl Initiator {
     #[inline]
     fn complete(
         &mut self,
-        shared: &mut Shared,
+        shared: &mut Shared<B, S>,
         connection: ConnectionHandle,
         index: usize,
         lanes: [u32; 8],
@@ -889,10 +910,10 @@ impl Initiator {
 /// saves and finding the slot again cost ~34 instructions per transaction
 /// (6 146 → 6 112, callgrind, `push64_psp_profile`).
 #[inline(always)]
-fn complete_slot(
-    shared: &mut Shared,
+fn complete_slot<B: PacketBuf, S>(
+    shared: &mut Shared<B, S>,
     connection: ConnectionHandle,
-    slot: &mut Slot,
+    slot: &mut Slot<B, S>,
     rsn: Rsn,
     lanes: [u32; 8],
     owed: &mut Demand,
@@ -923,10 +944,10 @@ fn complete_slot(
 /// its ACK.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn complete_with(
-    shared: &mut Shared,
+fn complete_with<B: PacketBuf, S>(
+    shared: &mut Shared<B, S>,
     connection: ConnectionHandle,
-    slot: &mut Slot,
+    slot: &mut Slot<B, S>,
     rsn: Rsn,
     kind: TransactionKind,
     (status, ulp_nack_code): (CompletionStatus, u8),
@@ -965,13 +986,24 @@ fn complete_with(
         // the data was parked on the stack across this branch and copied
         // twice (callgrind, push64: `on_acked_run` 231 → 225 instructions
         // per transaction).
-        request: if request_free {
-            core::mem::take(&mut slot.request)
+        source: if request_free {
+            slot.source.take()
         } else {
-            Vec::new()
+            None
         },
         data: core::mem::take(&mut slot.data),
     }));
+}
+
+impl<B: PacketBuf, S: DataSource> Slot<B, S> {
+    /// The packet's payload: the ULP header, then a push's data.
+    #[inline(always)]
+    fn tx_payload(&self) -> TxPayload<'_, S> {
+        TxPayload {
+            header: self.header.as_slice(),
+            data: self.source.as_ref(),
+        }
+    }
 }
 
 /// Whether a payload handle names one of the initiator's packets.
@@ -981,6 +1013,7 @@ fn is_ours(handle: PayloadHandle) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use crate::transaction::UlpHeader;
     use proptest::prelude::*;
 
     use super::*;
@@ -1075,7 +1108,7 @@ mod tests {
                 events,
                 used,
                 self.shared.stats,
-                self.shared.buffers.cached(),
+                self.shared.released.len(),
                 self.initiator.rsns(),
                 self.initiator.outstanding(),
             )
@@ -1214,7 +1247,8 @@ mod tests {
                 let (initiator, mut ctx) = h.ctx();
                 let payload = vec![i as u8; 8 + i % 5];
                 let transaction = if pull {
-                    Transaction::pull(i as u64, 16, payload)
+                    Transaction::pull(i as u64, 16)
+                        .with_header(UlpHeader::new(&payload).expect("short header"))
                 } else {
                     Transaction::push(i as u64, payload)
                 };
@@ -1259,7 +1293,7 @@ mod tests {
     fn submit_kind(h: &mut Harness, pull: bool) -> Rsn {
         let (initiator, mut ctx) = h.ctx();
         let transaction = if pull {
-            Transaction::pull(0, 16, vec![1; 8])
+            Transaction::pull(0, 16).with_header(UlpHeader::new(&[1; 8]).expect("short header"))
         } else {
             Transaction::push(0, vec![2; 8])
         };

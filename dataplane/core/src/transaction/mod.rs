@@ -9,8 +9,9 @@
 //! CID, resync, soft-state timeouts) and the per-connection transmit queues
 //! the connection scheduler feeds into the delivery sublayer. Sans-IO: it
 //! never reads a clock (`now` comes in the context), never parses a frame
-//! (payload bytes come in as slices, or with the frame's vector to take
-//! over whole, and leave as vectors: [`payload`]), and never panics
+//! (payloads come in as views into the received frame, which the ULP gets
+//! without a copy: [`payload`]; they leave as a ULP header and a data
+//! source read into the frame: [`source`]), and never panics
 //! on packet input: a violation is a counted drop and a connection error
 //! event.
 //!
@@ -70,6 +71,7 @@
 pub mod initiator;
 pub mod payload;
 mod ring;
+pub mod source;
 pub mod target;
 pub mod ulp;
 
@@ -79,7 +81,8 @@ use core::time::Duration;
 
 use crate::delivery::{DeliveryConnection, PayloadHandle};
 use crate::drop::DropCounters;
-use crate::resources::{Account, Buffers, Demand, Resources};
+use crate::port::{FrameBuf, PacketBuf};
+use crate::resources::{Account, Demand, Resources};
 use crate::seq::Rsn;
 use crate::time::Timestamp;
 
@@ -87,10 +90,12 @@ use crate::time::Timestamp;
 /// invalid CID, each with the ULP's code), for `Engine::ulp_nack`.
 pub use crate::delivery::UlpNack;
 pub use initiator::{Initiator, InitiatorState};
-pub use payload::{Payload, RxPayload, ZERO_COPY_MIN_LEN};
+pub use payload::{Payload, RxPayload};
+pub(crate) use source::TxPayload;
+pub use source::{DataSource, HeaderTooLong, UlpHeader, ULP_HEADER_CAPACITY};
 pub use target::{Target, TargetState};
 pub use ulp::{
-    Completion, CompletionStatus, ConnectionFault, ConnectionHandle, RejectReason, Rejected,
+    Completion, CompletionStatus, ConnectionFault, ConnectionHandle, Op, RejectReason, Rejected,
     Request, Transaction, TransactionKind, UlpCommandError, UlpEvent,
 };
 
@@ -141,13 +146,12 @@ pub struct TransactionStats {
     pub requests_delivered: u64,
     /// Of those, redeliveries after an RNR NACK.
     pub redeliveries: u64,
-    /// Push Data payloads received zero-copy: the frame's buffer taken
-    /// over instead of copied ([`payload`]). Each is delivered once (a
-    /// duplicate is dropped before it is stored).
+    /// Push Data frames kept for the target ULP (the payload delivered in
+    /// its frame, [`payload`]). Each is delivered once (a duplicate is
+    /// dropped before it is stored).
     pub zero_copy_receives: u64,
-    /// Pull Data payloads received zero-copy at the initiator (the same
-    /// exchange, [`payload`]), each completed once (a duplicate is dropped
-    /// before it is stored).
+    /// Pull Data frames kept for the initiator ULP, each completed once (a
+    /// duplicate is dropped before it is stored).
     pub zero_copy_pull_data: u64,
     /// RNR NACKs received for our Push Data.
     pub rnr_received: u64,
@@ -184,13 +188,15 @@ impl TransactionStats {
 
 /// The engine-wide state the transaction sublayer works with.
 #[derive(Debug)]
-pub struct Shared {
-    /// Node-wide resource accounting.
+pub struct Shared<B: PacketBuf = FrameBuf, S = Vec<u8>> {
+    /// The engine's resource accounting.
     pub resources: Resources,
-    /// Payload vector free list.
-    pub buffers: Buffers,
+    /// Frames the transaction sublayer or the ULP let go of (a stored
+    /// payload dropped, a delivered one released), for the engine's loop
+    /// to return to the port.
+    pub released: Vec<B>,
     /// Events for the ULPs.
-    pub events: VecDeque<UlpEvent>,
+    pub events: VecDeque<UlpEvent<B, S>>,
     /// Counters.
     pub stats: TransactionStats,
     /// Drop counters.
@@ -207,12 +213,12 @@ pub struct Shared {
     pub occupancy_changed: bool,
 }
 
-impl Shared {
+impl<B: PacketBuf, S> Shared<B, S> {
     /// Engine-wide state with empty pools.
     pub fn new(resources: Resources, config: TransactionConfig) -> Self {
         Shared {
             resources,
-            buffers: Buffers::new(1 << 14),
+            released: Vec::new(),
             events: VecDeque::new(),
             stats: TransactionStats::default(),
             drops: DropCounters::new(),
@@ -234,8 +240,18 @@ impl Shared {
     }
 }
 
+impl<B: PacketBuf, S> Shared<B, S> {
+    /// Lets go of a stored payload: its frame goes back to the port.
+    #[inline]
+    pub(crate) fn release(&mut self, payload: Payload<B>) {
+        if let Some(frame) = payload.into_frame() {
+            self.released.push(frame);
+        }
+    }
+}
+
 /// One connection's context for a transaction-layer call.
-pub struct Ctx<'a> {
+pub struct Ctx<'a, B: PacketBuf = FrameBuf, S = Vec<u8>> {
     /// Now.
     pub now: Timestamp,
     /// The connection.
@@ -245,10 +261,10 @@ pub struct Ctx<'a> {
     /// Its credit account.
     pub account: &'a mut Account,
     /// Engine-wide state.
-    pub shared: &'a mut Shared,
+    pub shared: &'a mut Shared<B, S>,
 }
 
-impl Ctx<'_> {
+impl<B: PacketBuf, S> Ctx<'_, B, S> {
     /// Releases `demand` from the connection's account.
     pub(crate) fn release(&mut self, demand: &Demand) {
         if demand.is_zero() {
@@ -278,7 +294,11 @@ impl Ctx<'_> {
 }
 
 /// [`Ctx::xoff`] with the parts of the context it uses.
-pub(crate) fn xoff(shared: &mut Shared, account: &mut Account, connection: ConnectionHandle) {
+pub(crate) fn xoff<B: PacketBuf, S>(
+    shared: &mut Shared<B, S>,
+    account: &mut Account,
+    connection: ConnectionHandle,
+) {
     if account.xoff {
         return;
     }

@@ -20,11 +20,13 @@ use core::time::Duration;
 
 use crate::delivery::{Arrival, OrderingMode, OutgoingPacket, PacketKind, Refusal, UlpNack};
 use crate::drop::DropReason;
+use crate::port::{FrameBuf, PacketBuf};
 use crate::resources::Demand;
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::transaction::payload::{Payload, RxPayload};
 use crate::transaction::ring::SlotRing;
+use crate::transaction::source::{DataSource, TxPayload, UlpHeader, ULP_HEADER_CAPACITY};
 use crate::transaction::ulp::{
     ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
 };
@@ -89,14 +91,19 @@ impl TargetState {
 }
 
 #[derive(Debug)]
-struct Slot {
+struct Slot<B: PacketBuf, S> {
     state: TargetState,
     kind: TransactionKind,
     psn: Psn,
     request_length: u16,
-    /// The received payload until delivered (for a large push, its frame's
-    /// buffer); then the Pull Data until it is acknowledged.
-    payload: Payload,
+    /// A received Push Data payload, in its frame, until delivered: held
+    /// in state `PushDataRx` only.
+    payload: Payload<B>,
+    /// A Pull Request's ULP header (kept for an RNR redelivery), then the
+    /// Pull Data's.
+    header: UlpHeader,
+    /// The Pull Data's source until it is acknowledged.
+    source: Option<S>,
     /// Network-request resources held (§8.2.4).
     network: Demand,
     /// ULP-data resources held by the Pull Data.
@@ -107,13 +114,13 @@ struct Slot {
     delivered_at: Timestamp,
 }
 
-impl Default for Slot {
+impl<B: PacketBuf, S> Default for Slot<B, S> {
     fn default() -> Self {
         Slot::unseen()
     }
 }
 
-impl Slot {
+impl<B: PacketBuf, S> Slot<B, S> {
     /// Back to [`unseen`](Self::unseen), field by field in place (see
     /// `SlotRing`).
     fn reset(&mut self) {
@@ -121,7 +128,13 @@ impl Slot {
         self.kind = TransactionKind::Push;
         self.psn = Psn::new(0);
         self.request_length = 0;
+        debug_assert!(
+            !self.payload.has_frame(),
+            "a frame is released when its state ends"
+        );
         self.payload = Payload::new();
+        self.header = UlpHeader::EMPTY;
+        self.source = None;
         self.network = Demand::ZERO;
         self.data = Demand::ZERO;
         self.redelivery = false;
@@ -135,6 +148,8 @@ impl Slot {
             psn: Psn::new(0),
             request_length: 0,
             payload: Payload::new(),
+            header: UlpHeader::EMPTY,
+            source: None,
             network: Demand::ZERO,
             data: Demand::ZERO,
             redelivery: false,
@@ -143,15 +158,16 @@ impl Slot {
     }
 }
 
-/// The target of one connection.
+/// The target of one connection, holding received frames `B` and the
+/// ULP's Pull Data sources `S`.
 #[derive(Debug)]
-pub struct Target {
+pub struct Target<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     ordering: OrderingMode,
     /// RSN of `slots[0]`: the oldest request not finished (§8.5.1 BRSN).
     base: Rsn,
     /// NRSN: the next RSN to deliver on an ordered connection (§8.5.1).
     next: Rsn,
-    slots: SlotRing<Slot>,
+    slots: SlotRing<Slot<B, S>>,
     /// Ordered: RNR-NACKed requests not yet accepted on redelivery; while
     /// any, only the lowest of them is delivered (§8.5.3.4).
     blocked: Vec<Rsn>,
@@ -175,7 +191,7 @@ pub struct Target {
     new_deadline: Option<Timestamp>,
 }
 
-impl Target {
+impl<B: PacketBuf, S: DataSource> Target<B, S> {
     /// A target whose first expected RSN is `first_rsn` (set by the CM),
     /// reclaiming unanswered requests' resources after `timeout`.
     pub fn new(ordering: OrderingMode, first_rsn: Rsn, timeout: Duration) -> Self {
@@ -203,15 +219,16 @@ impl Target {
     /// the packet is dropped and retransmitted), take it, and deliver it —
     /// in RSN order on an ordered connection.
     ///
-    /// A Push Data payload of at least
-    /// [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN) bytes
-    /// offered as [`RxPayload::Frame`] is stored without a copy
-    /// ([`RxPayload::store`]): the frame's vector is taken and a spare of
-    /// the same length left in its place. Only a
-    /// request that is stored takes the frame: a duplicate, a refusal or
-    /// a violation leaves it with the caller.
+    /// A Push Data payload that is stored takes its frame
+    /// ([`RxPayload::store`]): a duplicate, a refusal or a violation leaves
+    /// it with the caller. A Pull Request's ULP header is copied.
     #[inline]
-    pub fn on_request(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, payload: RxPayload<'_>) {
+    pub fn on_request(
+        &mut self,
+        ctx: &mut Ctx<'_, B, S>,
+        arrival: Arrival,
+        payload: RxPayload<'_, B>,
+    ) {
         let rsn = arrival.rsn;
         let offset = rsn.offset_from(self.base);
         if offset < 0 || offset as u32 >= ctx.shared.config.max_rsn_span {
@@ -264,8 +281,11 @@ impl Target {
             OrderingMode::Ordered => rsn == self.head(),
             OrderingMode::Unordered => arrival.psn == ctx.delivery.rx_base(arrival.kind.window()),
         };
-        // A short payload in a frame is only copied: its range checked once.
-        let payload = payload.short_borrowed();
+        if kind == TransactionKind::Pull && payload.len() > ULP_HEADER_CAPACITY {
+            ctx.shared.drops.record(DropReason::UlpHeaderTooLong);
+            self.keep_hole(fresh);
+            return;
+        }
         let cell = ctx.shared.resources.config().cell_size;
         let demand = match kind {
             TransactionKind::Push => Demand::network_push(payload.len(), cell),
@@ -327,10 +347,9 @@ impl Target {
         if deliver_now {
             // What `deliver_ready` → `deliver` do with it, the payload
             // never stored in the slot (a delivered push's stays empty).
-            debug_assert!(slot.payload.is_empty());
+            debug_assert!(!slot.payload.has_frame());
             slot.state = TargetState::PushReqUlpTx;
-            let shared = &mut *ctx.shared;
-            let stored = payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives);
+            let stored = payload.store(&mut ctx.shared.stats.zero_copy_receives);
             Self::hand_over(slot, ctx, rsn, stored);
             self.note_delivery(ctx.now);
             if self.ordering == OrderingMode::Ordered {
@@ -347,13 +366,13 @@ impl Target {
                 TransactionKind::Push => TargetState::PushDataRx,
                 TransactionKind::Pull => TargetState::PullReqRx,
             };
-            let shared = &mut *ctx.shared;
-            slot.payload = match kind {
+            match kind {
                 TransactionKind::Push => {
-                    payload.store(&mut shared.buffers, &mut shared.stats.zero_copy_receives)
+                    slot.payload = payload.store(&mut ctx.shared.stats.zero_copy_receives);
                 }
-                TransactionKind::Pull => payload.copy(&mut shared.buffers),
-            };
+                // Within the capacity, checked above.
+                TransactionKind::Pull => slot.header = payload.header().unwrap_or_default(),
+            }
             self.deliver_ready(ctx, rsn);
         }
         debug_assert!(!self.slots.front().is_some_and(|f| f.state.is_finished()));
@@ -364,7 +383,7 @@ impl Target {
     /// and the initiator resyncs the RSN away.
     #[cold]
     #[inline(never)]
-    fn xlr_drop(&mut self, ctx: &mut Ctx<'_>, arrival: Arrival, fresh: bool) {
+    fn xlr_drop(&mut self, ctx: &mut Ctx<'_, B, S>, arrival: Arrival, fresh: bool) {
         let reason = ctx.delivery.refuse(ctx.now, arrival, Refusal::Xlr);
         ctx.shared.drops.record(reason);
         self.keep_hole(fresh);
@@ -387,7 +406,7 @@ impl Target {
     /// [`UlpCommandError::NotAwaiting`] if `rsn` is not delivered and
     /// unanswered.
     #[inline]
-    pub fn ulp_ack(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) -> Result<(), UlpCommandError> {
+    pub fn ulp_ack(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) -> Result<(), UlpCommandError> {
         let slot = self.awaiting_mut(rsn)?;
         match slot.kind {
             TransactionKind::Push => {
@@ -397,8 +416,6 @@ impl Target {
             }
             TransactionKind::Pull => {
                 slot.state = TargetState::PullReqUlpAckd;
-                let header = core::mem::take(&mut slot.payload);
-                ctx.shared.buffers.give(header.into_buffer());
             }
         }
         // Released from the slot, then cleared: taken out first, its 32
@@ -435,7 +452,7 @@ impl Target {
     /// finds no ULP-data credit (retry after Xon).
     pub fn ulp_nack(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, B, S>,
         rsn: Rsn,
         nack: UlpNack,
     ) -> Result<(), UlpCommandError> {
@@ -474,8 +491,6 @@ impl Target {
             }
             (TransactionKind::Pull, UlpNack::InvalidCid { .. }) => {
                 slot.state = TargetState::Nacked;
-                let header = core::mem::take(&mut slot.payload);
-                ctx.shared.buffers.give(header.into_buffer());
                 let network = core::mem::take(&mut slot.network);
                 ctx.release(&network);
                 self.unblock(ctx, rsn);
@@ -483,11 +498,8 @@ impl Target {
             (TransactionKind::Pull, _) => {
                 // §8.5.3.5: a pull completes in error with zero-length Pull
                 // Data.
-                let empty = ctx.shared.buffers.empty();
-                self.submit_pull_data(ctx, rsn, empty).map_err(|rejected| {
-                    ctx.shared.buffers.give(rejected.payload);
-                    UlpCommandError::NoCredits
-                })?;
+                self.submit_pull_data(ctx, rsn, UlpHeader::EMPTY, (), |()| None)
+                    .map_err(|_| UlpCommandError::NoCredits)?;
             }
         }
         ctx.shared.stats.ulp_nacks += 1;
@@ -500,15 +512,23 @@ impl Target {
     ///
     /// # Errors
     ///
-    /// [`Rejected`] with the payload: no such pull awaiting data, longer
+    /// [`Rejected`] with the source: no such pull awaiting data, longer
     /// than requested, or out of credits (the ULP also gets an Xoff).
-    pub fn submit_pull_data(
+    ///
+    /// `data` is what the ULP handed over, handed back if refused;
+    /// `source` makes the Pull Data's source of it once accepted (`None`
+    /// for a zero-length Pull Data).
+    pub fn submit_pull_data<T: PullSource<S>>(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, B, S>,
         rsn: Rsn,
-        payload: Vec<u8>,
-    ) -> Result<(), Rejected> {
-        let reject = |reason, payload| Err(Rejected { reason, payload });
+        header: UlpHeader,
+        data: T,
+        source: impl FnOnce(T) -> Option<S>,
+    ) -> Result<(), Rejected<T>> {
+        let reject = |reason, returned| Err(Rejected { reason, returned });
+        let len = header.len() + data.data_len();
+        let payload = data;
         let Some(index) = self.index(rsn).filter(|&i| {
             matches!(
                 self.slots[i].state,
@@ -518,14 +538,14 @@ impl Target {
             return reject(RejectReason::UnknownRequest, payload);
         };
         let request_length = self.slots[index].request_length;
-        if payload.len() > usize::from(request_length) {
+        if len > usize::from(request_length) {
             return reject(
                 RejectReason::LengthExceedsRequest { request_length },
                 payload,
             );
         }
         let cell = ctx.shared.resources.config().cell_size;
-        let demand = Demand::pull_data(payload.len(), cell);
+        let demand = Demand::pull_data(len, cell);
         if let Err(shortage) = ctx.shared.resources.reserve_ulp(ctx.account, &demand) {
             ctx.xoff();
             return reject(RejectReason::NoResources(shortage), payload);
@@ -533,8 +553,8 @@ impl Target {
         let slot = &mut self.slots[index];
         let network = core::mem::take(&mut slot.network);
         slot.state = TargetState::PullDataUlpRx;
-        let header = core::mem::replace(&mut slot.payload, Payload::from(payload));
-        ctx.shared.buffers.give(header.into_buffer());
+        slot.header = header;
+        slot.source = source(payload);
         slot.data = demand;
         ctx.release(&network);
         ctx.shared.stats.pull_data_submitted += 1;
@@ -558,7 +578,8 @@ impl Target {
             return;
         };
         // Invariant: Pull Data ≤ its request length (u16).
-        let payload_len = self.slots[index].payload.len() as u16;
+        let slot = &self.slots[index];
+        let payload_len = (slot.header.len() + slot.source.as_ref().map_or(0, S::len)) as u16;
         let packet = OutgoingPacket {
             kind: PacketKind::PullData,
             rsn,
@@ -587,13 +608,19 @@ impl Target {
     }
 
     /// The payload of our Pull Data `rsn`.
-    pub fn payload(&self, rsn: Rsn) -> Option<&[u8]> {
-        self.index(rsn).map(|i| self.slots[i].payload.as_slice())
+    pub(crate) fn payload(&self, rsn: Rsn) -> Option<TxPayload<'_, S>> {
+        self.index(rsn).map(|i| {
+            let slot = &self.slots[i];
+            TxPayload {
+                header: slot.header.as_slice(),
+                data: slot.source.as_ref(),
+            }
+        })
     }
 
     /// Our Pull Data `rsn` (or the Resync that replaced it) was
     /// acknowledged: PullDataAckd, resources back.
-    pub fn on_pull_data_acked(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    pub fn on_pull_data_acked(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         let Some(index) = self.index(rsn) else {
             return;
         };
@@ -603,8 +630,9 @@ impl Target {
         }
         slot.state = TargetState::PullDataAckd;
         let data = core::mem::take(&mut slot.data);
-        let payload = core::mem::take(&mut slot.payload);
-        ctx.shared.buffers.give(payload.into_buffer());
+        // The ULP's source is done with: dropped, which returns it to the
+        // ULP's own pool if it has one.
+        slot.source = None;
         ctx.release(&data);
         self.retire();
     }
@@ -612,7 +640,7 @@ impl Target {
     /// The initiator resynced request `rsn` away (§9.2.5): skip it. A held
     /// request is dropped and its resources return; one the ULP holds is
     /// finished by the ULP's answer.
-    pub fn on_resynced(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    pub fn on_resynced(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         let offset = rsn.offset_from(self.base);
         if offset < 0 || offset as u32 >= ctx.shared.config.max_rsn_span {
             return;
@@ -626,8 +654,7 @@ impl Target {
             TargetState::Unseen | TargetState::PushDataRnrWait => {}
             TargetState::PushDataRx | TargetState::PullReqRx => {
                 let network = core::mem::take(&mut slot.network);
-                let payload = core::mem::take(&mut slot.payload);
-                ctx.shared.buffers.give(payload.into_buffer());
+                ctx.shared.release(core::mem::take(&mut slot.payload));
                 ctx.release(&network);
             }
             _ => return,
@@ -639,7 +666,7 @@ impl Target {
     /// Timers due at `now`: pull RNR redeliveries (§8.5.3.4: "when the
     /// retransmit timer expires, the target must redeliver the pull request
     /// to the ULP") and the soft-state reclaim of unanswered requests.
-    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn handle_timeout(&mut self, ctx: &mut Ctx<'_, B, S>) {
         let mut i = 0;
         while i < self.rnr_timers.len() {
             let (when, rsn) = self.rnr_timers[i];
@@ -701,14 +728,14 @@ impl Target {
     }
 
     /// The connection died: all resources return; nothing more is delivered.
-    pub fn fail_all(&mut self, ctx: &mut Ctx<'_>) {
+    pub fn fail_all(&mut self, ctx: &mut Ctx<'_, B, S>) {
         for slot in self.slots.iter_mut() {
             let network = core::mem::take(&mut slot.network);
             let data = core::mem::take(&mut slot.data);
             ctx.release(&network);
             ctx.release(&data);
-            let payload = core::mem::take(&mut slot.payload);
-            ctx.shared.buffers.give(payload.into_buffer());
+            ctx.shared.release(core::mem::take(&mut slot.payload));
+            slot.source = None;
             if !slot.state.is_finished() {
                 slot.state = TargetState::Skipped;
             }
@@ -747,7 +774,7 @@ impl Target {
     /// unordered one `rsn` itself if it is held. Retires nothing: delivering
     /// finishes no slot (callers that finished one retire after).
     #[inline]
-    fn deliver_ready(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    fn deliver_ready(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         match self.ordering {
             OrderingMode::Ordered => {
                 if !self.blocked.is_empty() {
@@ -782,7 +809,7 @@ impl Target {
     /// §8.5.3.1 / §8.5.3.3: deliver to the ULP (PullReqUlpTx /
     /// PushReqUlpTx).
     #[inline]
-    fn deliver(&mut self, ctx: &mut Ctx<'_>, index: usize) {
+    fn deliver(&mut self, ctx: &mut Ctx<'_, B, S>, index: usize) {
         let rsn = self.base.wrapping_add(index as u32);
         let slot = &mut self.slots[index];
         slot.state = match slot.kind {
@@ -790,12 +817,9 @@ impl Target {
             TransactionKind::Pull => TargetState::PullReqUlpTx,
         };
         // Push Data moves to the ULP (an RNR redelivery comes with the
-        // retransmission); a Pull Request's ULP headers stay for a local
-        // RNR redelivery until the ULP accepts it.
-        let payload = match slot.kind {
-            TransactionKind::Push => core::mem::take(&mut slot.payload),
-            TransactionKind::Pull => Payload::from(ctx.shared.buffers.copy_of(&slot.payload)),
-        };
+        // retransmission); a Pull Request's ULP header is copied, and stays
+        // for a local RNR redelivery until the ULP accepts it.
+        let payload = core::mem::take(&mut slot.payload);
         Self::hand_over(slot, ctx, rsn, payload);
         self.note_delivery(ctx.now);
     }
@@ -803,7 +827,7 @@ impl Target {
     /// Request `rsn`, its `slot` marked delivered, goes to the ULP with
     /// `payload`.
     #[inline(always)]
-    fn hand_over(slot: &mut Slot, ctx: &mut Ctx<'_>, rsn: Rsn, payload: Payload) {
+    fn hand_over(slot: &mut Slot<B, S>, ctx: &mut Ctx<'_, B, S>, rsn: Rsn, payload: Payload<B>) {
         let stats = &mut ctx.shared.stats;
         stats.requests_delivered += 1;
         if slot.redelivery {
@@ -814,6 +838,7 @@ impl Target {
             rsn,
             kind: slot.kind,
             request_length: slot.request_length,
+            header: slot.header,
             payload,
             redelivery: slot.redelivery,
         }));
@@ -882,7 +907,7 @@ impl Target {
     #[inline(never)]
     fn nack_behind_block(
         &mut self,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, B, S>,
         arrival: Arrival,
         index: usize,
         fresh: bool,
@@ -916,7 +941,7 @@ impl Target {
     /// which the ULP just RNR-NACKed: each is RNR-NACKed in turn (see
     /// [`nack_behind_block`](Self::nack_behind_block)), its payload and
     /// resources released.
-    fn nack_held_behind(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    fn nack_held_behind(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         if self.ordering != OrderingMode::Ordered {
             return;
         }
@@ -932,8 +957,7 @@ impl Target {
             let _ = ctx.delivery.handle_ulp_nack(ctx.now, slot.psn, answer);
             slot.state = TargetState::PushDataRnrWait;
             let network = core::mem::take(&mut slot.network);
-            let payload = core::mem::take(&mut slot.payload);
-            ctx.shared.buffers.give(payload.into_buffer());
+            ctx.shared.release(core::mem::take(&mut slot.payload));
             ctx.release(&network);
             ctx.shared.stats.rnr_sent_behind += 1;
         }
@@ -941,7 +965,7 @@ impl Target {
 
     /// `rsn` was answered or skipped: lift its block and deliver what may
     /// go now.
-    fn unblock(&mut self, ctx: &mut Ctx<'_>, rsn: Rsn) {
+    fn unblock(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn) {
         if !self.blocked.is_empty() {
             self.blocked.retain(|&b| b != rsn);
         }
@@ -963,10 +987,10 @@ impl Target {
             // push's never held one): then nothing is dropped or written
             // (callgrind, push64: 2370.3 → 2365.4 instructions per
             // transaction).
+            // Nothing to drop: a frame and a Pull Data source are let go of
+            // when their state ends (delivery, resync, acknowledgement).
             if let Some(front) = self.slots.pop_front() {
-                if front.payload.is_allocated() {
-                    front.payload = Payload::new();
-                }
+                debug_assert!(!front.payload.has_frame() && front.source.is_none());
             }
             self.base = self.base.next();
         }
@@ -979,7 +1003,7 @@ impl Target {
     /// (callgrind, push64: 3446 → 3406 instructions per transaction, with
     /// `Engine::ulp_ack` looking its connection up once).
     #[inline]
-    fn awaiting_mut(&mut self, rsn: Rsn) -> Result<&mut Slot, UlpCommandError> {
+    fn awaiting_mut(&mut self, rsn: Rsn) -> Result<&mut Slot<B, S>, UlpCommandError> {
         usize::try_from(rsn.offset_from(self.base))
             .ok()
             .and_then(|index| self.slots.get_mut(index))
@@ -993,7 +1017,7 @@ impl Target {
             .ok_or(UlpCommandError::NotAwaiting)
     }
 
-    fn fault(&mut self, ctx: &mut Ctx<'_>, reason: DropReason, fault: ConnectionFault) {
+    fn fault(&mut self, ctx: &mut Ctx<'_, B, S>, reason: DropReason, fault: ConnectionFault) {
         ctx.shared.drops.record(reason);
         ctx.shared.events.push_back(UlpEvent::ConnectionError {
             connection: ctx.connection,
@@ -1004,5 +1028,25 @@ impl Target {
     fn index(&self, rsn: Rsn) -> Option<usize> {
         let offset = rsn.offset_from(self.base);
         (offset >= 0 && (offset as usize) < self.slots.len()).then_some(offset as usize)
+    }
+}
+
+/// What a ULP hands over as Pull Data, for
+/// [`Target::submit_pull_data`]: a data source, or nothing (the
+/// zero-length Pull Data of a refused pull).
+pub trait PullSource<S> {
+    /// Bytes of data.
+    fn data_len(&self) -> usize;
+}
+
+impl<S: DataSource> PullSource<S> for S {
+    fn data_len(&self) -> usize {
+        self.len()
+    }
+}
+
+impl<S: DataSource> PullSource<S> for () {
+    fn data_len(&self) -> usize {
+        0
     }
 }

@@ -14,6 +14,7 @@ use crate::delivery::{
 };
 use crate::drop::DropReason;
 use crate::ids::{ConnectionId, DestinationFunction};
+use crate::port::{FrameBuf, PacketBuf};
 use crate::random::{Random, SplitMix64};
 use crate::resources::{Credit, ResourceConfig, Resources};
 use crate::seq::Psn;
@@ -111,12 +112,20 @@ impl Harness {
             TransactionKind::Push => &[payload, payload].concat(),
             TransactionKind::Pull => &[],
         };
-        self.arrive_with(request, bytes.into());
+        let mut frame = Some(FrameBuf::from_frame(bytes, bytes.len()));
+        let range = 0..bytes.len();
+        self.arrive_with(
+            request,
+            RxPayload {
+                frame: &mut frame,
+                range,
+            },
+        );
     }
 
     /// `request` arrives with `payload` (as the engine's receive path
     /// offers it).
-    fn arrive_with(&mut self, request: &Sent, payload: RxPayload<'_>) {
+    fn arrive_with(&mut self, request: &Sent, payload: RxPayload<'_, FrameBuf>) {
         let header = BaseHeader {
             connection_id: ConnectionId::truncating(1),
             destination_function: DestinationFunction::truncating(3),
@@ -243,7 +252,13 @@ fn run(
                 TransactionKind::Pull => {
                     assert_eq!(request.request_length, 16);
                     target
-                        .submit_pull_data(&mut ctx, request.rsn, vec![1; 16])
+                        .submit_pull_data(
+                            &mut ctx,
+                            request.rsn,
+                            UlpHeader::EMPTY,
+                            vec![1; 16],
+                            Some,
+                        )
                         .unwrap();
                 }
             }
@@ -426,13 +441,13 @@ fn rnr_blocks_until_the_redelivered_request_is_accepted() {
 
 /// A 9216-byte frame buffer with `len` payload bytes at offset 60 derived
 /// from `seed`, and the payload's range.
-fn frame(seed: u8, len: usize) -> (Vec<u8>, core::ops::Range<usize>) {
+fn frame(seed: u8, len: usize) -> (Option<FrameBuf>, core::ops::Range<usize>) {
     let mut frame = vec![0xEE; 9216];
     let range = 60..60 + len;
     for (i, b) in frame[range.clone()].iter_mut().enumerate() {
         *b = seed ^ i as u8;
     }
-    (frame, range)
+    (Some(FrameBuf::from_frame(&frame, 9216)), range)
 }
 
 fn next_request(h: &mut Harness) -> Option<Request> {
@@ -442,122 +457,80 @@ fn next_request(h: &mut Harness) -> Option<Request> {
     }
 }
 
-/// Zero-copy receive at the target: a stored large push takes its frame's
-/// vector (a spare of the same length is left behind); a duplicate packet,
-/// a repeated RSN, a small push and a Pull Request's headers leave the
-/// frame alone and are copied; a recycled frame becomes the next spare.
+/// Receive without a copy at the target: a stored push takes its frame,
+/// which reaches the ULP holding the payload in place; a duplicate packet
+/// and a Pull Request leave the frame with the caller (a Pull Request's
+/// header is copied into the request).
 #[test]
-fn large_pushes_take_their_frame_once_everything_else_is_copied() {
+fn stored_pushes_take_their_frame_everything_else_leaves_it() {
     let mut h = Harness::new(OrderingMode::Ordered);
-    let sent = requests(&[true, true, false, true]);
-    let big = ZERO_COPY_MIN_LEN;
+    let sent = requests(&[true, true, false]);
 
-    let (mut f0, range) = frame(1, big);
-    let expect0 = f0[range.clone()].to_vec();
-    let ptr0 = f0.as_ptr();
+    let (mut f0, range) = frame(1, 1500);
+    let expect0 = f0.as_ref().expect("frame").data()[range.clone()].to_vec();
     h.arrive_with(
         &sent[0],
-        RxPayload::Frame {
+        RxPayload {
             frame: &mut f0,
             range: range.clone(),
         },
     );
-    assert_ne!(f0.as_ptr(), ptr0, "frame taken over");
-    assert_eq!(f0.len(), 9216, "the spare left behind is frame-sized");
-    assert_eq!(h.shared.stats.zero_copy_receives, 1);
-    assert_eq!(h.shared.buffers.allocated, 1, "first spare allocated");
-    let r0 = next_request(&mut h).expect("RSN 0 delivered");
-    assert_eq!(r0.payload, expect0);
-    assert_eq!(
-        (r0.payload.buffer().as_ptr(), r0.payload.range()),
-        (ptr0, range.clone()),
-        "delivered in the frame's own buffer"
-    );
+    assert!(f0.is_none(), "the delivered push took its frame");
+    let r0 = next_request(&mut h).expect("delivered");
+    assert_eq!((r0.payload.range(), &*r0.payload), (range, &expect0[..]));
+    assert_eq!(r0.payload.frame().map(PacketBuf::capacity), Some(9216));
 
-    // The same packet again (a duplicate on the wire): dropped by the
-    // delivery sublayer before the target stores anything.
-    let (mut dup, range) = frame(1, big);
-    let dup_ptr = dup.as_ptr();
+    // The same packet again (a duplicate): dropped, the frame left alone.
+    let (mut dup, range) = frame(1, 1500);
     h.arrive_with(
         &sent[0],
-        RxPayload::Frame {
-            frame: &mut dup,
-            range: range.clone(),
-        },
-    );
-    assert_eq!(dup.as_ptr(), dup_ptr, "a duplicate is not taken");
-    assert_eq!(h.shared.drops.get(DropReason::DuplicatePacket), 1);
-    // The RSN again in a new packet (a faulty peer): a connection error,
-    // nothing stored.
-    let repeat = Sent {
-        psn: sent[3].psn.next(),
-        ..sent[0]
-    };
-    h.arrive_with(
-        &repeat,
-        RxPayload::Frame {
+        RxPayload {
             frame: &mut dup,
             range,
         },
     );
-    assert_eq!(dup.as_ptr(), dup_ptr, "a repeated RSN is not taken");
-    assert_eq!(h.shared.drops.get(DropReason::DuplicateRsn), 1);
-    assert!(matches!(
-        h.shared.events.pop_front(),
-        Some(UlpEvent::ConnectionError { .. })
-    ));
-    assert_eq!(h.shared.stats.zero_copy_receives, 1);
+    assert!(dup.is_some(), "a duplicate leaves its frame");
 
-    // Just below the threshold: copied.
-    let (mut f1, range) = frame(2, big - 1);
-    let ptr1 = f1.as_ptr();
-    h.arrive_with(
-        &sent[1],
-        RxPayload::Frame {
-            frame: &mut f1,
-            range: range.clone(),
-        },
-    );
-    assert_eq!(f1.as_ptr(), ptr1, "small push copied");
-    let r1 = next_request(&mut h).expect("RSN 1 delivered");
-    assert_eq!((r1.payload.range(), &*r1.payload), (0..big - 1, &f1[range]));
-
-    // A Pull Request's ULP headers, however long: copied.
-    let (mut f2, range) = frame(3, 2 * big);
-    let ptr2 = f2.as_ptr();
+    // A Pull Request ahead of its turn: its header copied, the frame left.
+    let (mut f2, _) = frame(3, 0);
+    let header = 77u64.to_le_bytes();
+    f2.as_mut().expect("frame").data_mut()[60..68].copy_from_slice(&header);
     h.arrive_with(
         &sent[2],
-        RxPayload::Frame {
+        RxPayload {
             frame: &mut f2,
-            range: range.clone(),
+            range: 60..68,
         },
     );
-    assert_eq!(f2.as_ptr(), ptr2, "pull headers copied");
-    let r2 = next_request(&mut h).expect("RSN 2 delivered");
-    assert_eq!(r2.payload, &f2[range]);
-    assert_eq!(h.shared.stats.zero_copy_receives, 1);
-
-    // The ULP recycles the first payload: its frame is the next spare.
-    h.shared.buffers.give(r0.payload.into_buffer());
-    let allocated = h.shared.buffers.allocated;
-    let (mut f3, range) = frame(4, 4096);
+    assert!(f2.is_some(), "a Pull Request's header is copied");
+    assert!(next_request(&mut h).is_none(), "RSN 2 waits for RSN 1");
+    let (mut f1, range) = frame(2, 700);
+    let expect1 = f1.as_ref().expect("frame").data()[range.clone()].to_vec();
     h.arrive_with(
-        &sent[3],
-        RxPayload::Frame {
-            frame: &mut f3,
+        &sent[1],
+        RxPayload {
+            frame: &mut f1,
             range,
         },
     );
-    assert_eq!(f3.as_ptr(), ptr0, "recycled frame handed out as the spare");
-    assert_eq!(h.shared.buffers.allocated, allocated, "no new spare");
+    assert!(f1.is_none());
+    let r1 = next_request(&mut h).expect("RSN 1");
+    assert_eq!(r1.payload, expect1);
+    let r2 = next_request(&mut h).expect("RSN 2");
+    assert_eq!(
+        (r2.kind, r2.header.as_slice()),
+        (TransactionKind::Pull, &header[..])
+    );
+    assert!(r2.payload.is_empty());
     assert_eq!(h.shared.stats.zero_copy_receives, 2);
-    let r3 = next_request(&mut h).expect("RSN 3 delivered");
-    assert_eq!(r3.payload.len(), 4096);
-    assert!(h.shared.events.is_empty());
+    assert!(
+        h.shared.released.is_empty(),
+        "nothing dropped by the target"
+    );
 }
 
-/// An RNR-NACKed push gave its frame to the ULP; the retransmission that is
-/// redelivered takes its own frame (each arrival stored once).
+/// A push the ULP RNR-NACKs is redelivered in the retransmitted packet's
+/// frame.
 #[test]
 fn an_rnr_redelivery_takes_the_retransmitted_frame() {
     let mut h = Harness::new(OrderingMode::Ordered);
@@ -565,9 +538,9 @@ fn an_rnr_redelivery_takes_the_retransmitted_frame() {
     let (mut f0, range) = frame(1, 1500);
     h.arrive_with(
         &sent[0],
-        RxPayload::Frame {
+        RxPayload {
             frame: &mut f0,
-            range: range.clone(),
+            range,
         },
     );
     let first = next_request(&mut h).expect("delivered");
@@ -577,22 +550,19 @@ fn an_rnr_redelivery_takes_the_retransmitted_frame() {
         ulp_nack_code: 0,
     };
     target.ulp_nack(&mut ctx, sent[0].rsn, nack).unwrap();
-    h.shared.buffers.give(first.payload.into_buffer());
+    drop(first);
     let (mut retx, range) = frame(1, 1500);
-    let expect = retx[range.clone()].to_vec();
+    let expect = retx.as_ref().expect("frame").data()[range.clone()].to_vec();
     h.arrive_with(
         &sent[0],
-        RxPayload::Frame {
+        RxPayload {
             frame: &mut retx,
             range,
         },
     );
+    assert!(retx.is_none());
     let again = next_request(&mut h).expect("redelivered");
     assert!(again.redelivery);
     assert_eq!(again.payload, expect);
     assert_eq!(h.shared.stats.zero_copy_receives, 2);
-    assert_eq!(
-        h.shared.buffers.allocated, 1,
-        "the first frame was the spare"
-    );
 }

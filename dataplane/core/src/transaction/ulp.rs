@@ -10,20 +10,15 @@
 //!
 //! # Payload ownership
 //!
-//! Payloads are handed over by value: the ULP moves its `Vec<u8>` into
-//! [`Transaction::payload`] and gets it back, untouched, in
-//! [`Completion::request`] (or in [`Rejected::payload`] if refused). A
-//! received payload reaches the ULP in [`Request::payload`], a [`Payload`]:
-//! a large Push Data payload is the received frame's own buffer, taken over
-//! without a copy (the port gets a recycled spare in exchange, see
-//! [`super::payload`]); anything else is copied out of the frame into a
-//! vector from the engine's free list. Pull Data reaches the initiator ULP
-//! the same way, as the [`Payload`] in [`Completion::data`]. The ULP
-//! returns buffers it is done with — `Payload`s and vectors alike —
-//! through `Engine::recycle`. No vector is allocated per
-//! packet once the free lists are warm; retransmissions copy from the kept
-//! request vector, so nothing is copied until the frame is built. One
-//! transaction is one packet (OCP Falcon 0.9 §8.1: a transaction "may
+//! A transaction is handed over by value: a small inline [`UlpHeader`] and,
+//! for a push, a [`DataSource`] the engine reads when it builds the packet
+//! and again on each retransmission, so data goes from the ULP's memory
+//! into the frame once. The source comes back in [`Completion::source`]
+//! (or with the whole transaction in [`Rejected::returned`] if refused).
+//! A received Push Data or Pull Data payload reaches the ULP as a
+//! [`Payload`]: a view into the received frame's own buffer, held until
+//! the ULP gives it back with `Engine::release` (see [`super::payload`]).
+//! One transaction is one packet (OCP Falcon 0.9 §8.1: a transaction "may
 //! result in one or more packets" — in rev 0.9 every packet type carries
 //! one transaction's data, so a ULP segments messages larger than a packet
 //! into several transactions, as RDMA over Falcon does per MTU).
@@ -31,9 +26,11 @@
 use core::fmt;
 
 use crate::delivery::ConnectionError;
+use crate::port::{FrameBuf, PacketBuf};
 use crate::resources::Shortage;
 use crate::seq::Rsn;
 use crate::transaction::payload::Payload;
+use crate::transaction::{DataSource, UlpHeader};
 
 /// Names a connection of an engine: a slot and its generation (a closed
 /// connection's handle never names its successor).
@@ -66,40 +63,73 @@ pub enum TransactionKind {
     Push,
 }
 
-/// A transaction the initiator ULP submits.
+/// A transaction the initiator ULP submits: a push of a header and a data
+/// source, or a pull of a header and a length.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transaction {
-    /// Push or pull.
-    pub kind: TransactionKind,
+pub struct Transaction<S = Vec<u8>> {
     /// The ULP's own identifier, returned in the completion.
     pub tag: u64,
-    /// Pull: bytes of Pull Data expected (the Request Length field, ULP
-    /// headers and data included). Push: ignored (the payload length).
-    pub request_length: u16,
-    /// Push: the Push Data payload (ULP headers and data). Pull: the ULP
-    /// headers carried in the Pull Request (may be empty).
-    pub payload: Vec<u8>,
+    /// The ULP headers: the first bytes of the Push Data payload, or the
+    /// whole Pull Request payload.
+    pub header: UlpHeader,
+    /// Push data or pull length.
+    pub op: Op<S>,
 }
 
-impl Transaction {
-    /// A push of `payload`.
-    pub fn push(tag: u64, payload: Vec<u8>) -> Self {
+/// What a [`Transaction`] moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op<S> {
+    /// Push: `header` then the source's bytes go out as Push Data; its ACK
+    /// (after the target ULP's) completes it.
+    Push(S),
+    /// Pull: `header` goes out as a Pull Request asking for
+    /// `request_length` bytes of Pull Data (the Request Length field,
+    /// the target's ULP headers and data included).
+    Pull {
+        /// Bytes of Pull Data expected.
+        request_length: u16,
+    },
+}
+
+impl<S: DataSource> Transaction<S> {
+    /// A push of `data`, with no ULP header.
+    pub fn push(tag: u64, data: S) -> Self {
         Transaction {
-            kind: TransactionKind::Push,
             tag,
-            request_length: 0,
-            payload,
+            header: UlpHeader::EMPTY,
+            op: Op::Push(data),
         }
     }
 
-    /// A pull of `request_length` bytes, with `header` (ULP headers) in the
-    /// Pull Request.
-    pub fn pull(tag: u64, request_length: u16, header: Vec<u8>) -> Self {
+    /// A pull of `request_length` bytes, with no ULP header.
+    pub fn pull(tag: u64, request_length: u16) -> Self {
         Transaction {
-            kind: TransactionKind::Pull,
             tag,
-            request_length,
-            payload: header,
+            header: UlpHeader::EMPTY,
+            op: Op::Pull { request_length },
+        }
+    }
+
+    /// The same transaction with `header` as its ULP header.
+    pub fn with_header(mut self, header: UlpHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// Push or pull.
+    pub fn kind(&self) -> TransactionKind {
+        match self.op {
+            Op::Push(_) => TransactionKind::Push,
+            Op::Pull { .. } => TransactionKind::Pull,
+        }
+    }
+
+    /// Bytes the packet carries: header and data of a push, the header of
+    /// a pull.
+    pub fn payload_len(&self) -> usize {
+        match &self.op {
+            Op::Push(data) => self.header.len() + data.len(),
+            Op::Pull { .. } => self.header.len(),
         }
     }
 }
@@ -166,8 +196,8 @@ impl CompletionStatus {
 /// A transaction completed at the initiator (OCP Falcon 0.9 §8.4.3: push
 /// completion, or Pull Data delivered to the ULP). In RSN order on ordered
 /// connections.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completion {
+#[derive(Debug, PartialEq, Eq)]
+pub struct Completion<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     /// The connection.
     pub connection: ConnectionHandle,
     /// The transaction's RSN.
@@ -180,21 +210,21 @@ pub struct Completion {
     pub status: CompletionStatus,
     /// The target ULP's NACK code (CIE, NRE, invalid CID), else 0.
     pub ulp_nack_code: u8,
-    /// Pull: the Pull Data payload (a large one in its frame's buffer,
-    /// see [`Payload`]). Push: empty. Read it in place and hand it back
-    /// with `Engine::recycle`, or take it with [`Payload::into_vec`].
-    pub data: Payload,
-    /// The submitted payload, handed back for reuse (empty in the rare case
-    /// a retransmission may still need it; the engine recycles it then).
-    pub request: Vec<u8>,
+    /// Pull: the Pull Data payload, in its frame (see [`Payload`]). Push:
+    /// empty. Read it in place and give it back with `Engine::release`.
+    pub data: Payload<B>,
+    /// A push's data source, handed back (`None` for a pull, or in the rare
+    /// case a retransmission may still need it: the engine drops it when
+    /// the packet leaves the retransmit buffer).
+    pub source: Option<S>,
 }
 
 /// A request delivered to the target ULP (OCP Falcon 0.9 §8.5.3: Push Data
 /// or a Pull Request), in RSN order on ordered connections. The ULP answers
 /// with `Engine::ulp_ack` / `Engine::ulp_nack`, and serves a pull with
 /// `Engine::submit_pull_data`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+#[derive(Debug, PartialEq, Eq)]
+pub struct Request<B: PacketBuf = FrameBuf> {
     /// The connection.
     pub connection: ConnectionHandle,
     /// The request's RSN (the key of the ULP's answer).
@@ -203,10 +233,13 @@ pub struct Request {
     pub kind: TransactionKind,
     /// Push: the payload length. Pull: bytes of Pull Data expected.
     pub request_length: u16,
-    /// Push: the data. Pull: the ULP headers of the Pull Request. Read it
-    /// in place (it dereferences to `[u8]`) and hand it back with
-    /// `Engine::recycle`, or take it with [`Payload::into_vec`].
-    pub payload: Payload,
+    /// Pull: the ULP headers of the Pull Request (copied, see
+    /// [`super::payload`]). Push: empty.
+    pub header: UlpHeader,
+    /// Push: the Push Data payload (ULP headers and data), in its frame.
+    /// Read it in place (it dereferences to `[u8]`) and give it back with
+    /// `Engine::release`. Pull: empty.
+    pub payload: Payload<B>,
     /// Delivered again after the ULP's RNR NACK (§8.5.3.4).
     pub redelivery: bool,
 }
@@ -264,10 +297,10 @@ impl fmt::Display for ConnectionFault {
 }
 
 /// What the engine tells the ULPs, from `Engine::poll_event`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UlpEvent {
+#[derive(Debug, PartialEq, Eq)]
+pub enum UlpEvent<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     /// A transaction completed at the initiator.
-    Completion(Completion),
+    Completion(Completion<B, S>),
     /// A connection error (fatal ones first complete every outstanding
     /// transaction with kCmplDeadConn).
     ConnectionError {
@@ -277,7 +310,7 @@ pub enum UlpEvent {
         fault: ConnectionFault,
     },
     /// A request for the target ULP.
-    Request(Request),
+    Request(Request<B>),
     /// The connection's credits ran out: stop submitting until `Xon`
     /// (per-connection flow control, OCP Falcon 0.9 §8.2.3).
     Xoff {
@@ -315,13 +348,14 @@ pub enum RejectReason {
     UnknownConnection,
 }
 
-/// A refused submit, with the payload handed back.
+/// A refused command, with what the ULP handed over handed back: the
+/// [`Transaction`] of a submit, the data source of a Pull Data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rejected {
+pub struct Rejected<T> {
     /// Why.
     pub reason: RejectReason,
-    /// The ULP's payload, untouched.
-    pub payload: Vec<u8>,
+    /// The ULP's transaction or source, untouched.
+    pub returned: T,
 }
 
 impl fmt::Display for RejectReason {
@@ -344,13 +378,13 @@ impl fmt::Display for RejectReason {
     }
 }
 
-impl fmt::Display for Rejected {
+impl<T> fmt::Display for Rejected<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.reason, f)
     }
 }
 
-impl std::error::Error for Rejected {}
+impl<T: fmt::Debug> std::error::Error for Rejected<T> {}
 
 /// Why a ULP ACK or NACK was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -573,20 +573,13 @@ mod tests {
         assert!(r.pushes > 100 && r.pulls > 100);
         assert!(r.retransmissions > 0, "2% loss must cause retransmissions");
         assert!(r.rtt_samples > 0 && r.rue_events > 0);
-        // Sizes 64..4096: the pushes of 1024 bytes and more (about 3/5)
-        // reach the target's ULP in their frame buffers, each once.
-        assert!(
-            r.zero_copy_receives > r.pushes / 3 && r.zero_copy_receives <= r.pushes,
-            "{} of {} pushes zero-copy",
-            r.zero_copy_receives,
-            r.pushes
-        );
-        // Likewise the Pull Data of 1024 bytes and more.
-        assert!(
-            r.zero_copy_pull_data > r.pulls / 3 && r.zero_copy_pull_data <= r.pulls,
-            "{} of {} pulls zero-copy",
-            r.zero_copy_pull_data,
-            r.pulls
+        // Every push reaches the target's ULP in its frame buffer, once (no
+        // RNR or CIE here, so each is delivered exactly once); likewise
+        // every Pull Data the initiator's ULP.
+        assert_eq!(
+            (r.zero_copy_receives, r.zero_copy_pull_data),
+            (r.pushes, r.pulls),
+            "frames kept for the ULPs"
         );
     }
 
@@ -596,7 +589,7 @@ mod tests {
     /// prints their line; a run without any prints none.
     #[test]
     fn spi_check_failures_reach_the_summary() {
-        use falcon_core::engine::{EngineConfig, PairSpec, PspConfig};
+        use falcon_core::engine::{Disposition, EngineConfig, PairSpec, PspConfig};
         use falcon_core::transaction::Transaction;
         use psp::{MasterKey, MasterKeys, Version};
 
@@ -616,18 +609,19 @@ mod tests {
             ..EngineConfig::default()
         };
         let mut now = Timestamp::from_micros(1_000);
-        let mut a = Engine::new(config(1, "10.0.0.1", 1), now).unwrap();
-        let mut b = Engine::new(config(3, "10.0.0.2", 2), now).unwrap();
+        let mut a: Engine = Engine::new(config(1, "10.0.0.1", 1), now).unwrap();
+        let mut b: Engine = Engine::new(config(3, "10.0.0.2", 2), now).unwrap();
         let (ca, _) = connect(now, &mut a, &mut b, &PairSpec::default()).unwrap();
         let (stray, key) = b.allocate_spi(Version::Aes128Gcm).unwrap();
         a.install_transmit_sa(ca, stray, &key).unwrap();
         a.submit(now, ca, Transaction::push(1, vec![1; 64]))
             .unwrap();
         let mut frame = vec![0; a.max_frame_len()];
-        let len = a.poll_transmit(now, &mut frame).unwrap();
+        let len = a.poll_transmit_into(now, &mut frame).unwrap();
         frame.truncate(len);
         for _ in 0..3 {
-            b.handle_packet(now, &mut frame.clone());
+            let received = b.handle_packet(now, FrameBuf::from_frame(&frame, len));
+            assert!(matches!(received.disposition, Disposition::Dropped(_)));
             record_cm_events(&mut b, Side::Target, &mut report);
             now = now + Duration::from_millis(500);
         }

@@ -34,13 +34,13 @@ pub struct Report {
     /// Pulls completed with kCmplAck, their data verified.
     pub pulls: u64,
     pub verified_bytes: u64,
-    /// Pushes the target received zero-copy: their frame buffers went to
-    /// its ULP, exchanged for recycled spares, instead of being copied
-    /// (pushes of at least `ZERO_COPY_MIN_LEN` bytes).
+    /// Push Data frames the target kept for its ULP: the payload read in
+    /// its frame buffer, not copied, and the frame released to the port
+    /// once the ULP has checked it. Each push delivered counts once (a
+    /// duplicate is dropped before it is kept).
     pub zero_copy_receives: u64,
-    /// Pulls whose Pull Data the initiator received zero-copy: the frame
-    /// buffer completed to its ULP the same way (Pull Data of at least
-    /// `ZERO_COPY_MIN_LEN` bytes).
+    /// Pull Data frames the initiator kept for its ULP's completions, the
+    /// same way.
     pub zero_copy_pull_data: u64,
     pub failures: u64,
     pub elapsed_s: f64,
@@ -324,8 +324,8 @@ pub fn print_text(r: &Report) {
         if r.ok { "all verified" } else { "FAILED" }
     );
     println!(
-        "  buffers       {} of {} pushes and {} of {} pulls received zero-copy (frame buffer handed to the ULP, not copied)",
-        r.zero_copy_receives, r.pushes, r.zero_copy_pull_data, r.pulls
+        "  buffers       {} Push Data and {} Pull Data payloads read by the ULP in their received frames (no copy on receive)",
+        r.zero_copy_receives, r.zero_copy_pull_data
     );
     println!(
         "  rate          {:.0} transactions/s, {:.2} Gbit/s goodput in {:.2} s, both engines on one core",

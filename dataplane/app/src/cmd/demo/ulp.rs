@@ -9,8 +9,10 @@
 //! which the initiator's checks read: both ULPs run in one process on one
 //! clock, so the demo can hold each completion to what the target decided.
 //!
-//! Each transaction's ULP header is its 8-byte tag; the bytes after it are
-//! a function of the tag, so either side can verify without shared state.
+//! Each transaction's payload starts with its 8-byte tag (a pull's is its
+//! ULP header); the bytes after it are a function of the tag, so either
+//! side can verify without shared state. Received payloads are read in
+//! their frames and released to the engine once checked.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -20,7 +22,7 @@ use falcon_core::random::{Random, SplitMix64};
 use falcon_core::seq::Rsn;
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{
-    Completion, CompletionStatus, Request, Transaction, TransactionKind, UlpNack,
+    Completion, CompletionStatus, Request, Transaction, TransactionKind, UlpHeader, UlpNack,
 };
 use hdrhistogram::Histogram;
 
@@ -112,14 +114,14 @@ impl TargetAnswers {
                         "push RSN {rsn}: payload differs from what was sent"
                     ));
                     let answer = engine.ulp_ack(now, conn, rsn);
-                    engine.recycle(request.payload);
+                    engine.release(request.payload);
                     return answer
                         .map_err(|e| AppError::Failed(format!("ULP ACK of RSN {rsn}: {e:?}")));
                 }
             },
             TransactionKind::Pull => {
                 match request
-                    .payload
+                    .header
                     .get(..TAG_LEN)
                     .and_then(|h| h.try_into().ok())
                     .map(u64::from_be_bytes)
@@ -127,7 +129,7 @@ impl TargetAnswers {
                     Some(tag) => tag,
                     None => {
                         failures.push(format!("pull RSN {rsn}: no tag in the ULP header"));
-                        engine.recycle(request.payload);
+                        engine.release(request.payload);
                         return Ok(());
                     }
                 }
@@ -150,7 +152,7 @@ impl TargetAnswers {
                 ulp_nack_code: RNR_ULP_CODE,
             };
             let answer = engine.ulp_nack(now, conn, rsn, nack);
-            engine.recycle(request.payload);
+            engine.release(request.payload);
             answer.map_err(|e| AppError::Failed(format!("RNR NACK of RSN {rsn}: {e:?}")))?;
             self.first_rnr.entry(tag).or_insert(wall);
             match kind {
@@ -166,7 +168,7 @@ impl TargetAnswers {
         }
         let len = request.request_length;
         let payload_len = request.payload.len() as u64;
-        engine.recycle(request.payload);
+        engine.release(request.payload);
         if self.rng.chance(self.config.cie_ppm, 1_000_000) {
             self.completed_in_error.insert(tag);
             let nack = UlpNack::CompletionInError {
@@ -186,7 +188,9 @@ impl TargetAnswers {
             TransactionKind::Pull => {
                 let mut data = Vec::with_capacity(usize::from(len));
                 fill(tag, usize::from(len), &mut data);
-                if let Err(rejected) = engine.submit_pull_data(now, conn, rsn, data) {
+                if let Err(rejected) =
+                    engine.submit_pull_data(now, conn, rsn, UlpHeader::EMPTY, data)
+                {
                     failures.push(format!(
                         "pull RSN {rsn}: pull data refused: {:?}",
                         rejected.reason
@@ -269,11 +273,10 @@ impl InitiatorUlp {
                 fill(tag, len, &mut payload);
                 (TransactionKind::Push, Transaction::push(tag, payload))
             } else {
-                let header = tag.to_be_bytes().to_vec();
-                (
-                    TransactionKind::Pull,
-                    Transaction::pull(tag, len as u16, header),
-                )
+                let pull = Transaction::pull(tag, len as u16);
+                // Invariant: TAG_LEN (8) is within ULP_HEADER_CAPACITY.
+                let header = UlpHeader::new(&tag.to_be_bytes()).expect("a tag fits a ULP header");
+                (TransactionKind::Pull, pull.with_header(header))
             };
             match engine.submit(now, conn, transaction) {
                 Ok(_) => {
@@ -289,10 +292,7 @@ impl InitiatorUlp {
                     self.next_tag += 1;
                 }
                 // Resources or credits exhausted: retry on a later turn.
-                Err(rejected) => {
-                    engine.recycle(rejected.payload);
-                    break;
-                }
+                Err(_) => break,
             }
         }
     }
@@ -317,8 +317,7 @@ impl InitiatorUlp {
                 "transaction {} completed twice or was never submitted",
                 c.tag
             ));
-            engine.recycle(c.data);
-            engine.recycle(c.request);
+            engine.release(c.data);
             return;
         };
         self.completed += 1;
@@ -379,8 +378,7 @@ impl InitiatorUlp {
                 c.tag, o.kind, status
             )),
         }
-        engine.recycle(c.data);
-        engine.recycle(c.request);
+        engine.release(c.data);
     }
 }
 
@@ -444,7 +442,7 @@ mod tests {
                 status,
                 ulp_nack_code: code,
                 data: Payload::new(),
-                request: Vec::new(),
+                source: None,
             };
             let (target, scratch) = (&mut target, &mut scratch);
             initiator.complete(&mut engine, wall, c, target, scratch, &mut report, failures);

@@ -3,6 +3,8 @@
 //! `pcidMatches`; spec/psp.md: the VC carries the PCID): set up by hand
 //! with `add_connection`, as a connection manager does.
 
+use crate::port::FrameBuf;
+use crate::transaction::UlpHeader;
 use core::net::{IpAddr, Ipv6Addr};
 use core::time::Duration;
 
@@ -84,7 +86,7 @@ fn link(b_expects: u64) -> Link {
 impl Link {
     /// Moves frames both ways and answers the ULP events until nothing
     /// moves; returns (completions of A, requests B's ULP saw).
-    fn run(&mut self) -> (Vec<(u64, CompletionStatus, Payload)>, usize) {
+    fn run(&mut self) -> (Vec<(u64, CompletionStatus, Payload<FrameBuf>)>, usize) {
         let mut done = Vec::new();
         let mut seen = 0;
         let mut pushes = 0u64;
@@ -92,14 +94,18 @@ impl Link {
         for _ in 0..10_000 {
             self.now = self.now + Duration::from_micros(5);
             let mut moved = false;
-            while let Some(len) = self.a.poll_transmit(self.now, &mut buf) {
+            while let Some(len) = self.a.poll_transmit_into(self.now, &mut buf) {
                 check_ipv6_vc(&buf[..len], PCID_B);
-                self.b.handle_packet(self.now, &mut buf[..len]);
+                let _ = self
+                    .b
+                    .handle_packet(self.now, FrameBuf::from_frame(&buf[..len], 0));
                 moved = true;
             }
-            while let Some(len) = self.b.poll_transmit(self.now, &mut buf) {
+            while let Some(len) = self.b.poll_transmit_into(self.now, &mut buf) {
                 check_ipv6_vc(&buf[..len], PCID_A);
-                self.a.handle_packet(self.now, &mut buf[..len]);
+                let _ = self
+                    .a
+                    .handle_packet(self.now, FrameBuf::from_frame(&buf[..len], 0));
                 moved = true;
             }
             while let Some(event) = self.b.poll_event() {
@@ -116,7 +122,7 @@ impl Link {
                             let len = usize::from(r.request_length);
                             let data = pattern(len as u64, len);
                             self.b
-                                .submit_pull_data(self.now, self.cb, r.rsn, data)
+                                .submit_pull_data(self.now, self.cb, r.rsn, UlpHeader::EMPTY, data)
                                 .unwrap();
                         }
                     }
@@ -164,10 +170,18 @@ fn ipv6_with_pcid_matching_completes_pushes_and_pulls() {
         l.a.submit(l.now, l.ca, Transaction::push(tag, pattern(tag, 700)))
             .unwrap();
     }
-    l.a.submit(l.now, l.ca, Transaction::pull(3, 1500, vec![3; 8]))
-        .unwrap();
-    l.a.submit(l.now, l.ca, Transaction::pull(4, 0, vec![4; 8]))
-        .unwrap();
+    l.a.submit(
+        l.now,
+        l.ca,
+        Transaction::pull(3, 1500).with_header(UlpHeader::new(&[3; 8]).expect("short header")),
+    )
+    .unwrap();
+    l.a.submit(
+        l.now,
+        l.ca,
+        Transaction::pull(4, 0).with_header(UlpHeader::new(&[4; 8]).expect("short header")),
+    )
+    .unwrap();
     let (done, seen) = l.run();
     assert_eq!(seen, 4);
     assert_eq!(done.len(), 4);

@@ -70,7 +70,9 @@ fn run(psp: bool, size: usize, transactions: u64) -> (f64, f64) {
             match a.submit(now, ca, Transaction::push(submitted, payload)) {
                 Ok(_) => submitted += 1,
                 Err(r) => {
-                    free.push(r.payload);
+                    if let crate::transaction::Op::Push(payload) = r.returned.op {
+                        free.push(payload);
+                    }
                     break;
                 }
             }
@@ -88,11 +90,11 @@ fn run(psp: bool, size: usize, transactions: u64) -> (f64, f64) {
                     UlpEvent::Request(r) => {
                         debug_assert_eq!(r.kind, TransactionKind::Push);
                         let _ = engine.ulp_ack(now, conn, r.rsn);
-                        engine.recycle(r.payload);
+                        engine.release(r.payload);
                     }
                     UlpEvent::Completion(c) => {
                         completed += 1;
-                        free.push(c.request);
+                        free.extend(c.source);
                     }
                     _ => {}
                 }

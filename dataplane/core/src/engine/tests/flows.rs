@@ -9,16 +9,16 @@ use std::collections::VecDeque;
 
 use core::time::Duration;
 
-use super::harness::{Answer, Pair, Policy, Setup};
+use super::harness::{Answer, Pair, Policy, Setup, TestPort};
 use crate::delivery::{DeliveryConfig, OrderingMode, UlpNack, XlrFilter};
 use crate::drop::DropReason;
-use crate::port::Faults;
+use crate::port::{Faults, Port};
 use crate::resources::Credit;
 use crate::seq::Rsn;
 use crate::transaction::{CompletionStatus, TransactionConfig, TransactionKind};
 use crate::wire::RnrTimeout;
 
-fn plan(pair: &mut Pair, side: usize, conn: usize, rsn: u32, answers: &[Answer]) {
+fn plan<P: Port>(pair: &mut Pair<P>, side: usize, conn: usize, rsn: u32, answers: &[Answer]) {
     pair.nodes[side].plans.insert(
         (conn, rsn),
         answers.iter().copied().collect::<VecDeque<_>>(),
@@ -32,7 +32,7 @@ fn rnr(code: u8) -> UlpNack {
     }
 }
 
-fn statuses(pair: &Pair, side: usize) -> Vec<(TransactionKind, CompletionStatus, u8)> {
+fn statuses<P: Port>(pair: &Pair<P>, side: usize) -> Vec<(TransactionKind, CompletionStatus, u8)> {
     pair.nodes[side].completions[0]
         .iter()
         .map(|c| (c.kind, c.status, c.ulp_nack_code))
@@ -42,9 +42,8 @@ fn statuses(pair: &Pair, side: usize) -> Vec<(TransactionKind, CompletionStatus,
 /// §8.5.3.4 / §11: the target ULP RNR-NACKs a push; the initiator
 /// retransmits after max(RTO, RNR timeout); the target redelivers it, and on
 /// the ordered connection delivers nothing after it until it is accepted.
-#[test]
-fn rnr_for_push_is_retried_by_the_initiator() {
-    let mut pair = Pair::new(Setup::default());
+fn rnr_for_push_is_retried_by_the_initiator<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup::default());
     let first = pair.rsn(0, 0);
     pair.queue(0, 0, TransactionKind::Push, 100);
     pair.queue(0, 0, TransactionKind::Push, 200);
@@ -109,12 +108,11 @@ fn rnr_for_push_is_retried_by_the_initiator() {
 /// behind an RNR-NACKed one on an ordered connection are RNR-NACKed too
 /// (their waits count toward no retransmit limit) and an RNR NACK restarts
 /// the initiator's transaction timeout.
-#[test]
-fn long_rnr_timeouts_fail_no_later_request() {
+fn long_rnr_timeouts_fail_no_later_request<P: TestPort>() {
     for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
         for code in [0u8, 25, 31] {
             for seed in 1..=3 {
-                let mut pair = Pair::new(Setup {
+                let mut pair = Pair::<P>::over(Setup {
                     ordering,
                     seed,
                     faults: Faults {
@@ -184,14 +182,13 @@ fn long_rnr_timeouts_fail_no_later_request() {
 /// the initiator, every request leaves as a Resync 0x2 and completes
 /// kCmplLocalXlr, and the target delivers nothing. Cleared, the same
 /// connection carries transactions again: both windows moved on.
-#[test]
-fn xlr_drop_filter_at_either_end_finishes_requests_by_name() {
+fn xlr_drop_filter_at_either_end_finishes_requests_by_name<P: TestPort>() {
     for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
         for (side, expected) in [
             (1, CompletionStatus::RemoteError),
             (0, CompletionStatus::LocalXlr),
         ] {
-            let mut pair = Pair::new(Setup {
+            let mut pair = Pair::<P>::over(Setup {
                 ordering,
                 ..Setup::default()
             });
@@ -258,9 +255,8 @@ fn xlr_drop_filter_at_either_end_finishes_requests_by_name() {
 
 /// §8.5.3.4: an RNR on a pull is handled at the target: it redelivers the
 /// Pull Request to its ULP after the timeout; nothing goes on the wire.
-#[test]
-fn rnr_for_pull_is_retried_locally_by_the_target() {
-    let mut pair = Pair::new(Setup::default());
+fn rnr_for_pull_is_retried_locally_by_the_target<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup::default());
     let first = pair.rsn(0, 0);
     pair.queue(0, 0, TransactionKind::Pull, 1000);
     // Code 8 = 0.16 ms.
@@ -293,9 +289,8 @@ fn rnr_for_pull_is_retried_locally_by_the_target() {
 /// §9.3.3.5 / §11: a push NACKed with CIE carries the ULP's code back; the
 /// initiator resyncs and completes it in error (kCmplTargetNackCIE); the
 /// connection goes on. Same shape for NRE and invalid CID.
-#[test]
-fn cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on() {
-    let mut pair = Pair::new(Setup::default());
+fn cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup::default());
     for k in 0..5 {
         pair.queue(0, 0, TransactionKind::Push, 100 + k);
     }
@@ -346,9 +341,8 @@ fn cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on(
 /// §8.5.3.5: a pull completes in error with zero-length Pull Data (the
 /// ULP's CIE or NRE on a pull); an invalid CID on a pull reclaims the
 /// target's resources and sends nothing, so the initiator times out.
-#[test]
-fn pull_errors_zero_length_pull_data_and_invalid_cid_timeout() {
-    let mut pair = Pair::new(Setup {
+fn pull_errors_zero_length_pull_data_and_invalid_cid_timeout<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         transaction: TransactionConfig {
             transaction_timeout: Duration::from_millis(5),
             ..TransactionConfig::default()
@@ -391,9 +385,8 @@ fn pull_errors_zero_length_pull_data_and_invalid_cid_timeout() {
 /// counted (no ACK, no NACK); the sender's transactions do not vanish: they
 /// fail (timeout, then the connection dies when its Resync exhausts) with an
 /// error completion and a connection error event.
-#[test]
-fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly() {
-    let mut pair = Pair::new(Setup {
+fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         delivery: DeliveryConfig {
             max_retransmit_attempts: 2,
             ..DeliveryConfig::default()
@@ -446,9 +439,8 @@ fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly() {
 /// A link that goes dark: every outstanding transaction completes with an
 /// error (the packet layer gives up, then the connection dies: §11), none
 /// is lost, and every resource returns.
-#[test]
-fn dead_link_fails_every_outstanding_transaction() {
-    let mut pair = Pair::new(Setup {
+fn dead_link_fails_every_outstanding_transaction<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         delivery: DeliveryConfig {
             max_retransmit_attempts: 2,
             ..DeliveryConfig::default()
@@ -481,9 +473,8 @@ fn dead_link_fails_every_outstanding_transaction() {
 /// A target ULP that never answers: the initiator's transactions time out
 /// (kCmplLocalTO, Resync 0x4) and the target reclaims the network resources
 /// the unanswered requests held (§11: soft state reclaimed by timeout).
-#[test]
-fn soft_state_timeouts_reclaim_resources_at_both_ends() {
-    let mut pair = Pair::new(Setup {
+fn soft_state_timeouts_reclaim_resources_at_both_ends<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         transaction: TransactionConfig {
             transaction_timeout: Duration::from_millis(3),
             target_timeout: Duration::from_millis(6),
@@ -510,3 +501,15 @@ fn soft_state_timeouts_reclaim_resources_at_both_ends() {
         }
     }
 }
+
+over_both_buffers!(
+    rnr_for_push_is_retried_by_the_initiator,
+    long_rnr_timeouts_fail_no_later_request,
+    xlr_drop_filter_at_either_end_finishes_requests_by_name,
+    rnr_for_pull_is_retried_locally_by_the_target,
+    cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on,
+    pull_errors_zero_length_pull_data_and_invalid_cid_timeout,
+    unknown_connection_id_is_counted_and_the_sender_fails_cleanly,
+    dead_link_fails_every_outstanding_transaction,
+    soft_state_timeouts_reclaim_resources_at_both_ends,
+);

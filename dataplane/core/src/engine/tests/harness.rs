@@ -13,14 +13,16 @@ use crate::engine::{
     connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig, RueMode,
 };
 use crate::ids::ConnectionId;
-use crate::port::{FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort, Port};
+use crate::port::{FaultInjector, Faults, Loopback, LoopbackConfig, LoopbackPort, Port};
+
+use super::mbuf::{MbufPool, MbufPort};
 use crate::random::{Random, SplitMix64};
 use crate::resources::ResourceConfig;
 use crate::seq::Rsn;
 use crate::time::Timestamp;
 use crate::transaction::{
     Completion, CompletionStatus, RejectReason, Request, Transaction, TransactionConfig,
-    TransactionKind, UlpEvent,
+    TransactionKind, UlpEvent, UlpHeader,
 };
 use crate::wire::EthernetAddress;
 
@@ -100,9 +102,9 @@ pub struct Expect {
 }
 
 /// One end: an engine, its port, its connections, and its ULP's books.
-pub struct Node {
-    pub engine: Engine,
-    pub port: FaultInjector<LoopbackPort>,
+pub struct Node<P: Port> {
+    pub engine: Engine<P::Buf>,
+    pub port: FaultInjector<P>,
     pub conns: Vec<ConnectionHandle>,
     /// Per connection: transactions not yet accepted by `submit`.
     pub backlog: Vec<VecDeque<Transaction>>,
@@ -112,9 +114,10 @@ pub struct Node {
     /// (connection, RSN) → answers for successive deliveries.
     pub plans: HashMap<(usize, u32), VecDeque<Answer>>,
     /// Delayed answers: (when, connection, request).
-    pending: Vec<(Timestamp, usize, Request)>,
-    /// Completions, per connection, in arrival order.
-    pub completions: Vec<Vec<Completion>>,
+    pending: Vec<(Timestamp, usize, Request<P::Buf>)>,
+    /// Completions, per connection, in arrival order (their Pull Data
+    /// checked and released).
+    pub completions: Vec<Vec<Completion<P::Buf>>>,
     /// First deliveries (RSN), per connection, in order.
     pub deliveries: Vec<Vec<Rsn>>,
     pub redeliveries: u64,
@@ -130,13 +133,13 @@ pub struct Node {
     pub xon: u64,
     pub xoff_events: u64,
     pub connection_errors: Vec<u8>,
-    rx: Vec<FrameBuf>,
-    tx: Vec<FrameBuf>,
+    rx: Vec<P::Buf>,
+    tx: Vec<P::Buf>,
 }
 
 /// Two nodes in virtual time.
-pub struct Pair {
-    pub nodes: [Node; 2],
+pub struct Pair<P: Port = LoopbackPort> {
+    pub nodes: [Node<P>; 2],
     /// With `Setup::rue` external: one RUE core serving both nodes (as a
     /// RUE lcore serves several datapath lcores), one queue pair each.
     pub external_rue: Option<(rue::Rue, [rue::RueChannel; 2])>,
@@ -155,8 +158,72 @@ fn keys(seed: u8) -> MasterKeys {
     }
 }
 
-impl Pair {
+impl Pair<LoopbackPort> {
+    /// Two engines over the heap-buffer loopback.
     pub fn new(setup: Setup) -> Pair {
+        Pair::with_ports(setup, |a, b| (a, b))
+    }
+}
+
+/// A port the suites run the engines over: the loopback's heap buffers,
+/// or mbuf-like ones ([`MbufPort`]).
+pub trait TestPort: Port + Sized {
+    /// The two ends, over the loopback's.
+    fn ends(a: LoopbackPort, b: LoopbackPort) -> (Self, Self);
+
+    /// Buffers out of the port's pool (allocated, not yet freed), where
+    /// the port counts them.
+    fn buffers_out(&self) -> Option<usize>;
+}
+
+impl TestPort for LoopbackPort {
+    fn ends(a: LoopbackPort, b: LoopbackPort) -> (Self, Self) {
+        (a, b)
+    }
+
+    fn buffers_out(&self) -> Option<usize> {
+        None
+    }
+}
+
+impl TestPort for MbufPort {
+    fn ends(a: LoopbackPort, b: LoopbackPort) -> (Self, Self) {
+        (
+            MbufPort::new(a, MbufPool::new(8192)),
+            MbufPort::new(b, MbufPool::new(8192)),
+        )
+    }
+
+    fn buffers_out(&self) -> Option<usize> {
+        let (small, large) = self.pool().outstanding();
+        Some(small + large)
+    }
+}
+
+impl<P: TestPort> Pair<P> {
+    /// Two engines over ports of type `P`.
+    pub fn over(setup: Setup) -> Self {
+        Pair::with_ports(setup, P::ends)
+    }
+
+    /// Once everything completed: every buffer the engines and ULPs were
+    /// given went back to its pool (for ports that count them).
+    pub fn assert_no_buffer_held(&self) {
+        for (side, node) in self.nodes.iter().enumerate() {
+            if let Some(out) = node.port.inner().buffers_out() {
+                assert_eq!(out, 0, "side {side}: buffers not returned to the pool");
+            }
+        }
+    }
+}
+
+impl<P: Port> Pair<P> {
+    /// Two engines over the loopback's ends as `ports` makes them (a port
+    /// of another buffer type wraps them).
+    pub fn with_ports(
+        setup: Setup,
+        ports: impl FnOnce(LoopbackPort, LoopbackPort) -> (P, P),
+    ) -> Self {
         let now = Timestamp::from_micros(1_000);
         let engine = |side: u8| {
             let config = EngineConfig {
@@ -177,7 +244,7 @@ impl Pair {
                 seed: setup.seed ^ u64::from(side),
                 ..EngineConfig::default()
             };
-            Engine::new(config, now).expect("valid engine config")
+            Engine::<P::Buf>::new(config, now).expect("valid engine config")
         };
         let (mut a, mut b) = (engine(0), engine(1));
         let external_rue = match setup.rue {
@@ -209,7 +276,8 @@ impl Pair {
             one_way_delay: setup.one_way_delay,
             ..LoopbackConfig::default()
         });
-        let node = |engine, port, conns: Vec<ConnectionHandle>, seed| {
+        let (pa, pb) = ports(pa, pb);
+        let node = |engine, port, conns: Vec<ConnectionHandle>, seed| -> Node<P> {
             let n = conns.len();
             Node {
                 engine,
@@ -220,7 +288,7 @@ impl Pair {
                 policy: vec![Policy::Immediate; n],
                 plans: HashMap::new(),
                 pending: Vec::new(),
-                completions: vec![Vec::new(); n],
+                completions: (0..n).map(|_| Vec::new()).collect(),
                 deliveries: vec![Vec::new(); n],
                 redeliveries: 0,
                 log: vec![Vec::new(); n],
@@ -302,7 +370,8 @@ impl Pair {
         self.next_tag += 1;
         let transaction = match kind {
             TransactionKind::Push => Transaction::push(tag, pattern(tag, len)),
-            TransactionKind::Pull => Transaction::pull(tag, len as u16, tag.to_le_bytes().to_vec()),
+            TransactionKind::Pull => Transaction::pull(tag, len as u16)
+                .with_header(UlpHeader::new(&tag.to_le_bytes()).expect("8 bytes")),
         };
         self.nodes[side].backlog[conn].push_back(transaction);
         tag
@@ -364,7 +433,7 @@ impl Pair {
 
     /// Steps until `done`, within `max_time` of virtual time; panics on
     /// livelock or deadline.
-    pub fn drive(&mut self, max_time: Duration, mut done: impl FnMut(&Pair) -> bool) {
+    pub fn drive(&mut self, max_time: Duration, mut done: impl FnMut(&Pair<P>) -> bool) {
         let deadline = self.now + max_time;
         let mut last = self.now;
         let mut stuck = 0;
@@ -419,11 +488,13 @@ impl Pair {
                     break;
                 };
                 let (kind, tag, len) = (
-                    transaction.kind,
+                    transaction.kind(),
                     transaction.tag,
-                    match transaction.kind {
-                        TransactionKind::Push => transaction.payload.len(),
-                        TransactionKind::Pull => usize::from(transaction.request_length),
+                    match transaction.op {
+                        crate::transaction::Op::Push(ref data) => data.len(),
+                        crate::transaction::Op::Pull { request_length } => {
+                            usize::from(request_length)
+                        }
                     },
                 );
                 match node.engine.submit(now, node.conns[conn], transaction) {
@@ -437,13 +508,7 @@ impl Pair {
                             matches!(rejected.reason, RejectReason::NoResources(_)),
                             "{rejected}"
                         );
-                        let transaction = match kind {
-                            TransactionKind::Push => Transaction::push(tag, rejected.payload),
-                            TransactionKind::Pull => {
-                                Transaction::pull(tag, len as u16, rejected.payload)
-                            }
-                        };
-                        node.backlog[conn].push_front(transaction);
+                        node.backlog[conn].push_front(rejected.returned);
                         node.xoff[conn] = true;
                     }
                 }
@@ -493,24 +558,27 @@ impl Pair {
         // Delayed answers that are due.
         let mut due = Vec::new();
         let node = &mut self.nodes[side];
-        node.pending.retain(|(at, conn, request)| {
-            if *at <= now {
-                due.push((*conn, request.clone()));
-                false
+        let mut i = 0;
+        while i < node.pending.len() {
+            if node.pending[i].0 <= now {
+                let (_, conn, request) = node.pending.swap_remove(i);
+                due.push((conn, request));
             } else {
-                true
+                i += 1;
             }
-        });
+        }
+        // In arrival order, as `retain` kept them.
+        due.sort_by_key(|(_, request)| request.rsn.value());
         for (conn, request) in due {
             self.answer(side, conn, request, Answer::Accept);
         }
         let node = &mut self.nodes[side];
         for (conn, rsn, data) in core::mem::take(&mut node.deferred) {
-            if let Err(rejected) = node
-                .engine
-                .submit_pull_data(now, node.conns[conn], rsn, data)
+            if let Err(rejected) =
+                node.engine
+                    .submit_pull_data(now, node.conns[conn], rsn, UlpHeader::EMPTY, data)
             {
-                node.deferred.push((conn, rsn, rejected.payload));
+                node.deferred.push((conn, rsn, rejected.returned));
             }
         }
         while let Some(event) = self.nodes[side].engine.poll_event() {
@@ -541,7 +609,7 @@ impl Pair {
             .expect("event of a known connection")
     }
 
-    fn on_request(&mut self, side: usize, request: Request) {
+    fn on_request(&mut self, side: usize, request: Request<P::Buf>) {
         let conn = self.conn_index(side, request.connection);
         let peer = 1 - side;
         let expect = self.expected[peer]
@@ -560,7 +628,8 @@ impl Pair {
             }
             TransactionKind::Pull => {
                 assert_eq!(usize::from(request.request_length), expect.len);
-                assert_eq!(request.payload, expect.tag.to_le_bytes());
+                assert_eq!(request.header.as_slice(), expect.tag.to_le_bytes());
+                assert!(request.payload.is_empty());
             }
         }
         let node = &mut self.nodes[side];
@@ -633,10 +702,13 @@ impl Pair {
         self.answer(side, conn, request, answer);
     }
 
-    fn answer(&mut self, side: usize, conn: usize, request: Request, answer: Answer) {
+    fn answer(&mut self, side: usize, conn: usize, mut request: Request<P::Buf>, answer: Answer) {
         let now = self.now;
         let node = &mut self.nodes[side];
         let handle = node.conns[conn];
+        // The ULP is done with the payload whatever its answer (an ignored
+        // request's too: the peer's retransmission or timeout ends it).
+        node.engine.release(core::mem::take(&mut request.payload));
         match answer {
             Answer::Ignore => {}
             Answer::Nack(nack) => {
@@ -650,7 +722,6 @@ impl Pair {
                     node.engine
                         .ulp_ack(now, handle, request.rsn)
                         .expect("ulp_ack");
-                    node.engine.recycle(request.payload);
                 }
                 TransactionKind::Pull => {
                     // Take the request first (PullReqUlpAckd releases its
@@ -661,25 +732,29 @@ impl Pair {
                         .ulp_ack(now, handle, request.rsn)
                         .expect("ulp_ack");
                     let tag =
-                        u64::from_le_bytes(request.payload[..8].try_into().expect("8-byte tag"));
+                        u64::from_le_bytes(request.header[..8].try_into().expect("8-byte tag"));
                     let data = pattern(tag, usize::from(request.request_length));
-                    if let Err(rejected) =
-                        node.engine.submit_pull_data(now, handle, request.rsn, data)
-                    {
+                    if let Err(rejected) = node.engine.submit_pull_data(
+                        now,
+                        handle,
+                        request.rsn,
+                        UlpHeader::EMPTY,
+                        data,
+                    ) {
                         // Out of Pull Data credits: a real ULP retries after
                         // the Xon; this one retries every turn.
                         assert!(
                             matches!(rejected.reason, RejectReason::NoResources(_)),
                             "{rejected}"
                         );
-                        node.deferred.push((conn, request.rsn, rejected.payload));
+                        node.deferred.push((conn, request.rsn, rejected.returned));
                     }
                 }
             },
         }
     }
 
-    fn on_completion(&mut self, side: usize, completion: Completion) {
+    fn on_completion(&mut self, side: usize, mut completion: Completion<P::Buf>) {
         let conn = self.conn_index(side, completion.connection);
         let expect = self.expected[side]
             .get(&(conn, completion.rsn.value()))
@@ -707,8 +782,8 @@ impl Pair {
             match expect.kind {
                 TransactionKind::Push => {
                     assert!(completion.data.is_empty());
-                    if !completion.request.is_empty() {
-                        assert_eq!(completion.request, pattern(expect.tag, expect.len));
+                    if let Some(source) = &completion.source {
+                        assert_eq!(*source, pattern(expect.tag, expect.len));
                     }
                 }
                 TransactionKind::Pull => {
@@ -721,6 +796,7 @@ impl Pair {
                 }
             }
         }
+        node.engine.release(core::mem::take(&mut completion.data));
         done.push(completion);
     }
 

@@ -2,6 +2,7 @@
 //! name, and which it accepts ([`UncheckedField`], the fields no receiver
 //! checks), over IPv4 and IPv6 with PSP on.
 
+use crate::port::FrameBuf;
 use std::collections::BTreeMap;
 
 use core::net::{IpAddr, Ipv6Addr};
@@ -56,9 +57,9 @@ fn flip_every_bit(
     a.submit(now, ca, Transaction::push(1, pattern(1, 100)))
         .unwrap();
     let mut buf = vec![0u8; a.max_frame_len()];
-    let len = a.poll_transmit(now, &mut buf).expect("the push");
+    let len = a.poll_transmit_into(now, &mut buf).expect("the push");
     let frame = buf[..len].to_vec();
-    b.handle_packet(now, &mut frame.clone());
+    let _ = b.handle_packet(now, FrameBuf::from_frame(&frame.clone(), 0));
     assert_eq!(b.stats().drops.total(), 0, "the intact frame is taken");
     let mut outcome = BTreeMap::new();
     for offset in 0..frame.len() {
@@ -66,7 +67,7 @@ fn flip_every_bit(
             let mut copy = frame.clone();
             copy[offset] ^= 1 << bit;
             let before = b.stats().drops;
-            b.handle_packet(now, &mut copy);
+            let _ = b.handle_packet(now, FrameBuf::from_frame(&copy, 0));
             let drops = new_drops(&before, &b.stats().drops);
             let reason = match drops.as_slice() {
                 [] | [(DropReason::DuplicatePacket | DropReason::StalePacket, 1)] => None,

@@ -97,7 +97,7 @@ fn first_frames(a: &mut Engine, n: usize) -> Vec<(u32, PacketType)> {
     let mut buf = vec![0u8; a.max_frame_len()];
     (0..n)
         .map_while(|_| {
-            let len = a.poll_transmit(now, &mut buf)?;
+            let len = a.poll_transmit_into(now, &mut buf)?;
             let parsed = frame::parse(&buf[..len]).ok()?;
             let falcon = &buf[parsed.layers.payload];
             Some((
@@ -155,8 +155,7 @@ fn scheduler_round_robins_across_queues() {
                 .unwrap();
         }
         for k in 0..30 {
-            a.submit(now, conns[0], Transaction::pull(k, 64, Vec::new()))
-                .unwrap();
+            a.submit(now, conns[0], Transaction::pull(k, 64)).unwrap();
         }
         let frames = first_frames(&mut a, 20);
         let pulls = frames

@@ -3,16 +3,42 @@
 //! (harness), RSN order, tiny pools, scripted error flows, isolation of a
 //! slow connection, scheduler fairness.
 
+/// Runs tests generic over the port (`fn name<P: TestPort>()`) once per
+/// frame buffer type: the loopback's heap buffers (`over_heap::name`) and
+/// the mbuf-like ones (`over_mbuf::name`, see `mbuf.rs`).
+macro_rules! over_both_buffers {
+    ($($name:ident),* $(,)?) => {
+        mod over_heap {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name::<crate::port::LoopbackPort>();
+                }
+            )*
+        }
+
+        mod over_mbuf {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name::<crate::engine::tests::mbuf::MbufPort>();
+                }
+            )*
+        }
+    };
+}
+
 mod addressing;
 mod bench;
+mod buffers;
 mod cm_events;
 mod flows;
 mod harness;
 mod header_checks;
 mod load;
+mod mbuf;
 mod rotation;
 mod rue_external;
-mod zero_copy;
 
 use core::time::Duration;
 
@@ -23,7 +49,7 @@ use crate::drop::DropReason;
 use crate::port::Faults;
 use crate::transaction::TransactionKind;
 
-use harness::{Pair, Setup};
+use harness::{Pair, Setup, TestPort};
 
 /// Two engines and their ends of one connection: (A, B, A's, B's).
 type EnginePair = (
@@ -78,8 +104,8 @@ fn faults(loss: u32, duplicate: u32, reorder: u32) -> Faults {
 /// duplication and reordering, PSP on: every transaction completes exactly
 /// once with every byte right; on ordered connections in RSN order (the
 /// harness checks deliveries and completions as they happen).
-fn exactly_once(ordering: OrderingMode, seed: u64) -> Pair {
-    let mut pair = Pair::new(Setup {
+fn exactly_once<P: TestPort>(ordering: OrderingMode, seed: u64) -> Pair<P> {
+    let mut pair = Pair::<P>::over(Setup {
         ordering,
         faults: faults(3, 2, 5),
         seed,
@@ -111,23 +137,23 @@ fn exactly_once(ordering: OrderingMode, seed: u64) -> Pair {
     pair
 }
 
-#[test]
-fn exactly_once_ordered_under_loss_reordering_duplication() {
-    let pair = exactly_once(OrderingMode::Ordered, 11);
+fn exactly_once_ordered_under_loss_reordering_duplication<P: TestPort>() {
+    let pair = exactly_once::<P>(OrderingMode::Ordered, 11);
     let a = pair.nodes[0].engine.stats();
     assert_eq!(a.transactions.completed_ok(), 300);
     assert!(a.rue_events > 0 && a.rue_results > 0, "Swift ran inline");
     assert!(a.rtt_samples > 0 && a.rtt_mean().is_some());
     assert!(a.fcwnd_range().is_some() && a.ncwnd_range().is_some());
+    pair.assert_no_buffer_held();
 }
 
-#[test]
-fn exactly_once_unordered_under_loss_reordering_duplication() {
-    let pair = exactly_once(OrderingMode::Unordered, 12);
+fn exactly_once_unordered_under_loss_reordering_duplication<P: TestPort>() {
+    let pair = exactly_once::<P>(OrderingMode::Unordered, 12);
     assert_eq!(
         pair.nodes[1].engine.stats().transactions.completed_ok(),
         200
     );
+    pair.assert_no_buffer_held();
 }
 
 /// Sans-IO determinism: the same seed replays the same run, counter for
@@ -155,9 +181,8 @@ fn same_seed_replays_bit_for_bit() {
     assert_eq!(run(), run());
 }
 
-#[test]
-fn corrupted_frames_are_dropped_by_psp_and_recovered() {
-    let mut pair = Pair::new(Setup {
+fn corrupted_frames_are_dropped_by_psp_and_recovered<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         faults: Faults {
             corrupt_ppm: Faults::percent(5),
             ..faults(1, 0, 0)
@@ -182,9 +207,8 @@ fn corrupted_frames_are_dropped_by_psp_and_recovered() {
     assert!(bad > 0, "corruption detected and counted");
 }
 
-#[test]
-fn plaintext_mode_works_without_psp() {
-    let mut pair = Pair::new(Setup {
+fn plaintext_mode_works_without_psp<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         psp: false,
         faults: faults(2, 1, 3),
         seed: 31,
@@ -228,9 +252,8 @@ proptest! {
 /// Tiny pools, heavy two-way push+pull load, several connections, loss:
 /// no deadlock — every transaction completes within a bounded virtual time
 /// (resource NACKs and Xoff/Xon do the throttling).
-#[test]
-fn tiny_pools_make_progress_under_heavy_two_way_load() {
-    let mut pair = Pair::new(Setup {
+fn tiny_pools_make_progress_under_heavy_two_way_load<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         connections: 3,
         resources: crate::resources::ResourceConfig {
             cell_size: 256,
@@ -269,9 +292,8 @@ fn tiny_pools_make_progress_under_heavy_two_way_load() {
     }
 }
 
-#[test]
-fn transactions_keep_kinds_and_sizes_at_the_edges() {
-    let mut pair = Pair::new(Setup {
+fn transactions_keep_kinds_and_sizes_at_the_edges<P: TestPort>() {
+    let mut pair = Pair::<P>::over(Setup {
         seed: 51,
         ..Setup::default()
     });
@@ -430,7 +452,7 @@ fn transmit_burst_builds_at_most_max_frames_a_call() {
             delivered += 1;
             b.ulp_ack(now + Duration::from_micros(5), cb, r.rsn)
                 .expect("answered");
-            b.recycle(r.payload);
+            b.release(r.payload);
         }
     }
     assert_eq!(delivered, 20);
@@ -466,3 +488,12 @@ fn transmit_burst_builds_at_most_max_frames_a_call() {
     assert_eq!(b.receive_burst(later, &mut pb, &mut rx, 64), 20);
     assert_eq!(b.stats().drops.total(), 0);
 }
+
+over_both_buffers!(
+    exactly_once_ordered_under_loss_reordering_duplication,
+    exactly_once_unordered_under_loss_reordering_duplication,
+    corrupted_frames_are_dropped_by_psp_and_recovered,
+    plaintext_mode_works_without_psp,
+    tiny_pools_make_progress_under_heavy_two_way_load,
+    transactions_keep_kinds_and_sizes_at_the_edges,
+);

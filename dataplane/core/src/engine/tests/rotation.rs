@@ -3,6 +3,7 @@
 //! step, step-order errors, IVs across the SA switch, Remote Time re-seeded
 //! at rotation (§9.2.2.2).
 
+use crate::port::FrameBuf;
 use core::time::Duration;
 
 use psp::{Header, MasterKey, RxDrop, Version};
@@ -124,7 +125,7 @@ impl Bench {
         let mut buf = vec![0u8; self.a.max_frame_len()];
         let len = self
             .a
-            .poll_transmit(self.now, &mut buf)
+            .poll_transmit_into(self.now, &mut buf)
             .expect("a data frame");
         buf.truncate(len);
         buf
@@ -133,8 +134,10 @@ impl Bench {
     /// Hands `frame` to B, acknowledges what its ULP got; returns how many
     /// requests B's ULP saw.
     pub(super) fn deliver_to_b(&mut self, frame: &[u8]) -> usize {
-        let mut copy = frame.to_vec();
-        self.b.handle_packet(self.now, &mut copy);
+        let copy = frame.to_vec();
+        let _ = self
+            .b
+            .handle_packet(self.now, FrameBuf::from_frame(&copy, 0));
         let mut seen = 0;
         while let Some(event) = self.b.poll_event() {
             if let UlpEvent::Request(r) = event {
@@ -327,7 +330,7 @@ fn rotation_steps_out_of_order_are_refused() {
         Err(RotationError::UnknownConnection)
     );
     // Without PSP there is nothing to rotate.
-    let mut plain = Engine::new(EngineConfig::default(), t.now).unwrap();
+    let mut plain: Engine = Engine::new(EngineConfig::default(), t.now).unwrap();
     assert_eq!(
         plain.begin_key_rotation(MasterKey::new([3; 32])),
         Err(RotationError::PspOff)

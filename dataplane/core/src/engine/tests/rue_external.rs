@@ -7,7 +7,7 @@ use core::time::Duration;
 
 use super::harness::{Pair, Setup};
 use crate::engine::{Engine, EngineConfig, RueMode};
-use crate::port::Faults;
+use crate::port::{Faults, FrameBuf};
 use crate::time::Timestamp;
 
 #[test]
@@ -71,7 +71,8 @@ fn unmatched_results_are_counted_and_inline_engines_hand_out_no_events() {
     assert!(!engine.handle_rue_result(now, &stray));
     assert_eq!(engine.stats().rue_results_unmatched, 1);
 
-    let mut inline = Engine::new(EngineConfig::default(), Timestamp::from_micros(1)).unwrap();
+    let mut inline: Engine =
+        Engine::new(EngineConfig::default(), Timestamp::from_micros(1)).unwrap();
     assert!(inline
         .poll_rue_event(Timestamp::from_micros(2), 0, 1024)
         .is_none());
@@ -82,7 +83,7 @@ fn unmatched_results_are_counted_and_inline_engines_hand_out_no_events() {
         ..EngineConfig::default()
     };
     assert_eq!(
-        Engine::new(bad, Timestamp::from_micros(1))
+        Engine::<FrameBuf>::new(bad, Timestamp::from_micros(1))
             .err()
             .map(|e| e.field),
         Some("rue.id_base")
