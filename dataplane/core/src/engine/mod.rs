@@ -717,7 +717,8 @@ impl Engine {
             seed: config.seed,
         };
         let cc = initial_cc_state(slot, config.rue_profile, &delivery_config, now);
-        let delivery = DeliveryConnection::with_cc_state(&delivery_config, params, cc);
+        let mut delivery = DeliveryConnection::with_cc_state(&delivery_config, params, cc);
+        delivery.set_rue_instance(handle.generation);
         let mut account =
             self.shared
                 .resources
