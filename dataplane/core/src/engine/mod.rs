@@ -168,6 +168,7 @@ mod rotation;
 mod rue_inline;
 mod rx;
 mod setup;
+mod shard;
 mod stats;
 mod tx;
 mod ulp;
@@ -206,7 +207,7 @@ pub use cm::{CmEvent, SpiCheckFailure, CM_EVENT_CAPACITY, SPI_FAILURE_PAIRS};
 pub use config::{
     ConfigError, ConnectionConfig, ConnectionPsp, EngineConfig, InitialSequence, PspConfig, RueMode,
 };
-pub use rotation::{rekey_pair, RotationError};
+pub use rotation::{rekey_pair, NewReceiveSa, RotationError};
 pub use setup::{connect, PairSpec};
 pub use stats::{ConnectionSnapshot, EngineStats};
 pub use unchecked::UncheckedField;
@@ -236,6 +237,8 @@ pub struct Engine {
     data_ring: Scheduler,
     ack_ring: Scheduler,
     psp: Option<PspState>,
+    /// The node this engine is a shard of, and what of it it follows.
+    shard: shard::Membership,
     rue: Option<RueInline>,
     rue_external: Option<RueExternal>,
     rue_results: Vec<CcResult>,
@@ -308,16 +311,7 @@ impl Engine {
     ) -> Result<Engine, ConfigError> {
         config.validate()?;
         let max_payload = config.max_payload();
-        let psp = config.psp.as_ref().map(|p| PspState {
-            db: match sa_database {
-                Some(mut db) => {
-                    db.reset(p.master_keys.clone());
-                    db
-                }
-                None => SaDatabase::new(p.backend, p.master_keys.clone(), p.sa_cache),
-            },
-            globals: p.globals,
-        });
+        let (shard, psp) = shard::join(&config, sa_database)?;
         let profiles = match &config.rue {
             RueMode::Swift => Some(Profiles::swift_default()),
             RueMode::Profiles(p) => Some(Profiles::clone(p)),
@@ -375,6 +369,7 @@ impl Engine {
             data_ring: Scheduler::with_slots(config.max_connections as usize),
             ack_ring: Scheduler::with_slots(config.max_connections as usize),
             psp,
+            shard,
             rue,
             rue_external,
             rue_results: Vec::new(),
@@ -388,21 +383,17 @@ impl Engine {
         Ok(engine)
     }
 
-    /// A fresh receive SPI from the active master key and the SA key the
-    /// peer must send with (PSP: the receiver picks the SPI; the CM carries
-    /// both to the peer).
+    /// A fresh receive SPI of this engine's shard from the node's active
+    /// master key, and the SA key the peer must send with (PSP: the
+    /// receiver picks the SPI; the CM carries both to the peer).
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] if PSP is off or the SPI space is exhausted.
+    /// [`ConfigError`] if PSP is off, the node rotated its key and this
+    /// engine has not followed, or the shard's SPI space is exhausted.
     pub fn allocate_spi(&mut self, version: Version) -> Result<(Spi, SaKey), ConfigError> {
-        let psp = self
-            .psp
-            .as_mut()
-            .ok_or(ConfigError::new("psp", "PSP is off in this engine"))?;
-        psp.db
-            .allocate_spi(version)
-            .map_err(|_| ConfigError::new("psp", "SPI space of the active master key exhausted"))
+        self.allocate_receive_spi(version)
+            .map_err(ConfigError::from)
     }
 
     /// Sets up a connection (the connection manager's job, DESIGN.md §4).
@@ -418,6 +409,7 @@ impl Engine {
         config: ConnectionConfig,
     ) -> Result<ConnectionHandle, ConfigError> {
         config.validate()?;
+        self.check_shard(&config)?;
         if self.by_cid.get(config.local_cid).is_some() {
             return Err(ConfigError::new(
                 "local_cid",
