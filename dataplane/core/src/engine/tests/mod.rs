@@ -10,6 +10,7 @@ mod flows;
 mod harness;
 mod header_checks;
 mod load;
+mod node;
 mod rotation;
 mod rue_external;
 mod zero_copy;
