@@ -150,7 +150,10 @@ pub enum RueMode {
     /// into the RUE's event queue and results from its result queue to
     /// [`Engine::handle_rue_result`](crate::engine::Engine::handle_rue_result).
     /// A connection in slot `s` is RUE connection `id_base + s`, so several
-    /// engines can share one RUE state table with disjoint id ranges.
+    /// engines can share one RUE state table with disjoint id ranges. Its
+    /// events carry its instance (the slot's reuse count) and its first
+    /// event `new_instance`; a result must carry the instance back to apply
+    /// (`rue::format`, "Connection instances").
     External {
         /// First RUE connection id of this engine; `id_base +
         /// max_connections` must fit the table and 24 bits.

@@ -36,7 +36,9 @@ pub struct EngineStats {
     pub retransmissions_early: u64,
     /// Resyncs sent.
     pub resyncs: u64,
-    /// PSP key rotations begun (`Engine::begin_key_rotation`).
+    /// PSP master-key rotations this engine took over (its own
+    /// `Engine::begin_key_rotation`, or `Engine::follow_key_rotation` after
+    /// its node's).
     pub key_rotations: u64,
     /// The transaction sublayer's counters (submits, completions by code,
     /// deliveries, RNR, resource NACKs, Xon/Xoff, timeouts).
