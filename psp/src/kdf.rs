@@ -102,6 +102,87 @@ impl MasterKeys {
     }
 }
 
+/// The two master-key slots of a receiver, the active one, and the
+/// rotations so far (PSP spec "Master Key Lifetime", spec/psp.md §4).
+///
+/// All new SPIs come from the active slot. [`rotate`](Self::rotate) loads a
+/// fresh key into the other slot and makes it active; the previously active
+/// key stays loaded, so its SAs keep working. The key a rotation replaces
+/// was active two rotations ago: its SPIs now select the new key. A node
+/// keeps one set and its engines follow it (`SaDatabase::follow`).
+#[derive(Clone)]
+pub struct MasterKeySlots {
+    keys: [Option<MasterKey>; 2],
+    active: usize,
+    rotations: u64,
+}
+
+impl MasterKeySlots {
+    /// Both keys loaded, K0 active, no rotation yet.
+    pub fn new(keys: MasterKeys) -> MasterKeySlots {
+        let MasterKeys { k0, k1 } = keys;
+        MasterKeySlots {
+            keys: [Some(k0), Some(k1)],
+            active: 0,
+            rotations: 0,
+        }
+    }
+
+    /// Only K0 loaded (a fresh node before its first rotation): SPIs with
+    /// MSB 1 select no key until a rotation loads K1.
+    pub fn with_key(k0: MasterKey) -> MasterKeySlots {
+        MasterKeySlots {
+            keys: [Some(k0), None],
+            active: 0,
+            rotations: 0,
+        }
+    }
+
+    /// Loads `new_key` into the inactive slot and makes it active; returns
+    /// that slot.
+    pub fn rotate(&mut self, new_key: MasterKey) -> usize {
+        let slot = 1 - self.active;
+        if let Some(k) = self.keys.get_mut(slot) {
+            *k = Some(new_key);
+        }
+        self.active = slot;
+        self.rotations = self.rotations.wrapping_add(1);
+        slot
+    }
+
+    /// The active slot (0 or 1): the MSB of newly allocated SPIs.
+    pub fn active(&self) -> usize {
+        self.active
+    }
+
+    /// Rotations performed.
+    pub fn rotations(&self) -> u64 {
+        self.rotations
+    }
+
+    /// Which slots hold a key.
+    pub fn loaded(&self) -> [bool; 2] {
+        [self.keys[0].is_some(), self.keys[1].is_some()]
+    }
+
+    /// The SA key for an SPI from the key its MSB selects; `None` if that
+    /// slot holds no key.
+    pub fn derive(&self, spi: Spi, version: Version) -> Option<SaKey> {
+        let key = self.keys.get(spi.key_selector())?.as_ref()?;
+        Some(key.derive(spi, version))
+    }
+}
+
+impl fmt::Debug for MasterKeySlots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MasterKeySlots")
+            .field("keys_loaded", &self.loaded())
+            .field("active", &self.active)
+            .field("rotations", &self.rotations)
+            .finish()
+    }
+}
+
 /// The PRF input block for counter `i` (PSP spec "Key Derivation"; the label
 /// is "Pv" + version digit + NUL, i.e. `50 76 30 00` with the version OR-ed
 /// into byte 2).

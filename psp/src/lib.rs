@@ -13,10 +13,11 @@
 //! | module | owns |
 //! |---|---|
 //! | [`header`] | [`Header`] / [`HeaderRepr`] / [`Trailer`] views, [`Spi`], [`Version`] |
-//! | [`kdf`] | [`MasterKey`], [`MasterKeys`], derived [`SaKey`] |
+//! | [`kdf`] | [`MasterKey`], [`MasterKeys`], [`MasterKeySlots`] (the two slots and rotation), derived [`SaKey`] |
 //! | [`aead`] | [`Aead`] trait, `ring` and RustCrypto backends, [`AeadContext`], [`Backend`] |
 //! | [`seal`] | [`seal_in_place`] / [`open_in_place`], [`Sealed`] / [`Opened`] |
 //! | [`sa`] | [`TxSa`], [`SaDatabase`] (RX keys, rotation, context cache), [`IvClock`] |
+//! | [`space`] | [`SpiSpace`] (a node's SPIs cut into disjoint shards), [`SpiAllocator`] |
 //! | [`check`] | [`SpiCheck`], [`check_pcid`], [`ReplayCheck`], [`RxSecurity`], [`SecurityGlobals`] |
 //! | [`error`] | [`RxDrop`] reasons, [`RxCounters`], [`HeaderError`], [`SealError`] |
 //! | [`reference`](mod@reference) | frame-level transport/tunnel encap and decap as the google/psp tools do |
@@ -78,6 +79,7 @@ pub mod kdf;
 pub mod reference;
 pub mod sa;
 pub mod seal;
+pub mod space;
 
 pub use aead::{Aead, AeadContext, AeadError, Backend, UnknownBackend, NONCE_LEN, TAG_LEN};
 pub use check::{
@@ -89,9 +91,10 @@ pub use header::{
     Header, HeaderRepr, Icv, Spi, Trailer, Version, CRYPT_OFFSET_MAX, HEADER_LEN, ICV_LEN,
     NEXT_HEADER_FALCON, UDP_PORT, VC_LEN,
 };
-pub use kdf::{KeyLengthError, MasterKey, MasterKeys, SaKey, MASTER_KEY_LEN};
+pub use kdf::{KeyLengthError, MasterKey, MasterKeySlots, MasterKeys, SaKey, MASTER_KEY_LEN};
 pub use sa::{IvClock, SaDatabase, TxSa, TxSaConfig};
 pub use seal::{open_in_place, seal_in_place, Opened, Sealed};
+pub use space::{SpiAllocator, SpiSpace};
 
 #[cfg(test)]
 pub(crate) mod testutil {

@@ -11,8 +11,9 @@
 use crate::aead::{AeadContext, Backend};
 use crate::error::{RxDrop, SealError, SpiExhausted};
 use crate::header::{HeaderRepr, Spi, Version, ICV_LEN, NEXT_HEADER_FALCON};
-use crate::kdf::{MasterKey, MasterKeys, SaKey};
+use crate::kdf::{MasterKey, MasterKeySlots, MasterKeys, SaKey};
 use crate::seal::{check_tx_header, packet_region, seal_in_place, Layout, Opened, Sealed};
+use crate::space::{SpiAllocator, SpiSpace};
 
 /// Per-SA IV source (DESIGN §4): picoseconds since the node's clock epoch,
 /// strictly increasing per SA: `next_iv(now) = max(last + 1, now)`.
@@ -200,6 +201,12 @@ const WAYS: usize = 4;
 /// rotation evicts a key, its cached contexts are purged, and its SPIs now
 /// select the new key and fail authentication.
 ///
+/// On a node of several engines the keys are the node's: each engine's
+/// database [`follow`](Self::follow)s the node's [`MasterKeySlots`] (the
+/// per-packet path then reads only its own copy), and the node hands out
+/// the SPIs ([`SpiAllocator`]); [`allocate_spi`](Self::allocate_spi) is for
+/// a database that is a whole node by itself.
+///
 /// Cache policy: a context is inserted only after a packet authenticated
 /// with it, so forged packets with random SPIs cost a key derivation each
 /// but cannot evict live entries. 4-way set associative, LRU within a set,
@@ -208,11 +215,9 @@ const WAYS: usize = 4;
 /// that also boxes it).
 pub struct SaDatabase {
     backend: Backend,
-    keys: [Option<MasterKey>; 2],
-    active: usize,
-    rotations: u64,
+    keys: MasterKeySlots,
     enabled: [bool; 2],
-    next_spi_index: [u32; 2],
+    spis: SpiAllocator,
     cache: SaCache,
 }
 
@@ -220,24 +225,23 @@ impl SaDatabase {
     /// Both master keys loaded, K0 active. `capacity` is the number of
     /// cached RX contexts (rounded up to a power of two, at least 4).
     pub fn new(backend: Backend, keys: MasterKeys, capacity: usize) -> SaDatabase {
-        let MasterKeys { k0, k1 } = keys;
-        Self::with_slots(backend, [Some(k0), Some(k1)], capacity)
+        Self::with_key_slots(backend, MasterKeySlots::new(keys), capacity)
     }
 
     /// Only K0 loaded (a fresh node before its first rotation). SPIs with
     /// MSB 1 are [`RxDrop::UnknownSa`] until a rotation loads K1.
     pub fn with_key(backend: Backend, k0: MasterKey, capacity: usize) -> SaDatabase {
-        Self::with_slots(backend, [Some(k0), None], capacity)
+        Self::with_key_slots(backend, MasterKeySlots::with_key(k0), capacity)
     }
 
-    fn with_slots(backend: Backend, keys: [Option<MasterKey>; 2], capacity: usize) -> SaDatabase {
+    /// The keys of `keys` (e.g. a copy of its node's, after rotations), SPI
+    /// allocation from number 1 under each key.
+    pub fn with_key_slots(backend: Backend, keys: MasterKeySlots, capacity: usize) -> SaDatabase {
         SaDatabase {
             backend,
             keys,
-            active: 0,
-            rotations: 0,
             enabled: [true; 2],
-            next_spi_index: [1; 2],
+            spis: SpiAllocator::new(SpiSpace::SINGLE),
             cache: SaCache::new(capacity),
         }
     }
@@ -292,64 +296,85 @@ impl SaDatabase {
     /// receiver: SPIs allocated before the reset are handed out again, so a
     /// live node must not reset a database whose SPIs a peer still uses.
     pub fn reset(&mut self, keys: MasterKeys) {
-        let MasterKeys { k0, k1 } = keys;
-        self.keys = [Some(k0), Some(k1)];
-        self.active = 0;
-        self.rotations = 0;
+        self.reset_to(MasterKeySlots::new(keys));
+    }
+
+    /// [`reset`](Self::reset) to the state [`with_key_slots`](Self::with_key_slots)
+    /// builds with `keys`.
+    pub fn reset_to(&mut self, keys: MasterKeySlots) {
+        self.keys = keys;
         self.enabled = [true; 2];
-        self.next_spi_index = [1; 2];
+        self.spis = SpiAllocator::new(SpiSpace::SINGLE);
         self.cache.clear();
+    }
+
+    /// Takes over the node's master keys after its rotations: a slot whose
+    /// key changed has its cached contexts purged and its SPI numbering
+    /// restarted. One rotation behind changes only the node's active slot;
+    /// further behind (the keys of the rotations in between are gone),
+    /// both. Nothing changes if `node` has rotated as often as this
+    /// database's keys.
+    pub fn follow(&mut self, node: &MasterKeySlots) {
+        let behind = node.rotations().wrapping_sub(self.keys.rotations());
+        if behind == 0 {
+            return;
+        }
+        let changed = match behind {
+            1 => [node.active() == 0, node.active() == 1],
+            _ => [true; 2],
+        };
+        self.keys = node.clone();
+        for (slot, changed) in changed.into_iter().enumerate() {
+            if changed {
+                self.cache.purge_key_slot(slot);
+                self.spis.restart(slot);
+            }
+        }
+    }
+
+    /// The master keys (to build or follow another database from).
+    pub fn key_slots(&self) -> &MasterKeySlots {
+        &self.keys
     }
 
     /// Allocate a fresh SPI from the active master key and derive its SA key
     /// (to send to the peer over the CM's secure channel; PSP spec: the
     /// receiver picks the SPI). SPIs are never reused under one master key.
     pub fn allocate_spi(&mut self, version: Version) -> Result<(Spi, SaKey), SpiExhausted> {
-        let slot = self.active;
-        let index = self.next_spi_index.get(slot).copied().ok_or(SpiExhausted)?;
-        if index == 0 || index > 0x7FFF_FFFF {
+        let slot = self.keys.active();
+        let key_loaded = self.keys.loaded().get(slot).copied().unwrap_or(false);
+        if !key_loaded {
             return Err(SpiExhausted);
         }
-        let spi = Spi(index | ((slot as u32) << 31));
+        let spi = self.spis.allocate(0, slot)?;
         let key = self.derive(spi, version).ok_or(SpiExhausted)?;
-        if let Some(n) = self.next_spi_index.get_mut(slot) {
-            *n = index + 1;
-        }
         Ok((spi, key))
     }
 
     /// Derive the SA key for an SPI from the master key its MSB selects;
     /// `None` if that slot holds no key.
     pub fn derive(&self, spi: Spi, version: Version) -> Option<SaKey> {
-        let key = self.keys.get(spi.key_selector())?.as_ref()?;
-        Some(key.derive(spi, version))
+        self.keys.derive(spi, version)
     }
 
     /// Master-key rotation: load `new_key` into the inactive slot and make it
     /// active. The key that slot held (active two rotations ago) is evicted
     /// and its cached contexts purged. Returns the new active slot.
     pub fn rotate(&mut self, new_key: MasterKey) -> usize {
-        let slot = 1 - self.active;
-        if let Some(k) = self.keys.get_mut(slot) {
-            *k = Some(new_key);
-        }
-        if let Some(n) = self.next_spi_index.get_mut(slot) {
-            *n = 1;
-        }
+        let slot = self.keys.rotate(new_key);
+        self.spis.restart(slot);
         self.cache.purge_key_slot(slot);
-        self.active = slot;
-        self.rotations = self.rotations.wrapping_add(1);
         slot
     }
 
     /// The active master-key slot (0 or 1): the MSB of newly allocated SPIs.
     pub fn active_key(&self) -> usize {
-        self.active
+        self.keys.active()
     }
 
     /// Rotations performed.
     pub fn rotations(&self) -> u64 {
-        self.rotations
+        self.keys.rotations()
     }
 
     /// Enable or disable accepting a version on receive (spec: "supported
@@ -388,12 +413,9 @@ impl core::fmt::Debug for SaDatabase {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SaDatabase")
             .field("backend", &self.backend)
-            .field(
-                "keys_loaded",
-                &[self.keys[0].is_some(), self.keys[1].is_some()],
-            )
-            .field("active", &self.active)
-            .field("rotations", &self.rotations)
+            .field("keys_loaded", &self.keys.loaded())
+            .field("active", &self.keys.active())
+            .field("rotations", &self.keys.rotations())
             .field("cached", &self.cache.len)
             .field("capacity", &self.cache.slots.len())
             .finish()
@@ -706,6 +728,51 @@ mod tests {
         );
         assert!(open(&mut reset, &pkt_a).is_ok());
         assert_eq!(reset.cached(), 1);
+    }
+
+    /// A database following its node's keys: one rotation behind, only
+    /// the new active slot changes (SAs of the other key keep their cached
+    /// contexts); two behind, both; in step, nothing.
+    #[test]
+    fn database_follows_the_nodes_key_slots() {
+        let mut node = MasterKeySlots::new(spec_keys());
+        let mut db = SaDatabase::with_key_slots(Backend::Ring, node.clone(), 16);
+        let sealed_under = |slots: &MasterKeySlots, spi: Spi| {
+            let key = slots.derive(spi, Version::Aes128Gcm).unwrap();
+            let mut tx = TxSa::new(Backend::Ring, &key, TxSaConfig::falcon(spi, None)).unwrap();
+            seal(&mut tx, 1, &falcon_payload())
+        };
+        let k0_packet = sealed_under(&node, Spi(7));
+        assert!(open(&mut db, &k0_packet).is_ok());
+        db.follow(&node);
+        assert_eq!(db.cached(), 1, "in step: nothing purged");
+
+        node.rotate(MasterKey::new([0x11; 32]));
+        let k1_packet = sealed_under(&node, Spi(0x8000_0007));
+        assert_eq!(open(&mut db, &k1_packet), Err(RxDrop::AuthFailed));
+        db.follow(&node);
+        assert_eq!((db.rotations(), db.active_key()), (1, 1));
+        assert_eq!(db.cached(), 1, "K0's context kept");
+        assert!(open(&mut db, &k1_packet).is_ok());
+        assert!(open(&mut db, &k0_packet).is_ok());
+        assert_eq!(
+            db.allocate_spi(Version::Aes128Gcm).unwrap().0,
+            Spi(0x8000_0001)
+        );
+
+        // Two rotations behind: both keys are new to the database.
+        node.rotate(MasterKey::new([0x22; 32]));
+        node.rotate(MasterKey::new([0x33; 32]));
+        db.follow(&node);
+        assert_eq!((db.rotations(), db.active_key(), db.cached()), (3, 1, 0));
+        assert_eq!(open(&mut db, &k0_packet), Err(RxDrop::AuthFailed));
+        assert!(open(&mut db, &sealed_under(&node, Spi(0x8000_0007))).is_ok());
+        assert!(open(&mut db, &sealed_under(&node, Spi(7))).is_ok());
+        assert_eq!(
+            db.allocate_spi(Version::Aes128Gcm).unwrap().0,
+            Spi(0x8000_0001)
+        );
+        assert_eq!(format!("{:?}", db.key_slots()), format!("{node:?}"));
     }
 
     #[test]

@@ -11,6 +11,12 @@
 //! allocates after construction, and never drops an event: when a result
 //! queue is full it stops and leaves events queued.
 //!
+//! A connection id's state belongs to the connection that holds the id: an
+//! event with `new_instance` set (the first of a connection that reuses the
+//! id, see [`crate::format`]) runs on a blank state, reset when the event's
+//! turn comes, so events of the id's previous connection still queued ahead
+//! of it run on their own state and never leave it to the new one.
+//!
 //! # Driving it from a datapath loop
 //!
 //! Inline (one core runs the datapath and the RUE):
@@ -462,6 +468,9 @@ impl Rue {
     /// Processes one event directly, without queues (simulations, tests).
     pub fn handle_event(&mut self, event: &CcEvent) -> CcResult {
         self.counters.events += 1;
+        if event.new_instance {
+            self.table.reset(event.connection_id);
+        }
         let Some(algorithm) = self.profiles.for_event(event) else {
             // Profiles always hold profile 0 (Profiles::new and swift_default);
             // echo the event rather than panic if that ever breaks.
@@ -505,7 +514,8 @@ impl Rue {
         self.table.get(connection_id)
     }
 
-    /// Forgets a connection's state (call when a connection id is reused).
+    /// Forgets a connection's state (when a connection id is reused; an
+    /// event with `new_instance` does the same on the RUE's own core).
     pub fn reset_connection(&mut self, connection_id: u32) {
         self.table.reset(connection_id);
     }

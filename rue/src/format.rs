@@ -34,6 +34,23 @@
 //! from these tables (e.g. event `fcwnd_fraction` at bit 167, result
 //! `delay_select` at 127), by known-answer encodes and decodes.
 //!
+//! # Connection instances (our extension)
+//!
+//! The datapath reuses a connection id once its connection is closed, and
+//! with the RUE on another core an event of the closed connection may still
+//! be queued, or its result in flight, when the id's next connection starts.
+//! The spec's entries carry nothing to tell the two apart. We carry it in
+//! bits the spec reserves: the event's `instance` (24 bits, the datapath's
+//! count of the id's uses, modulo 2^24) and `new_instance` (1 bit: the first
+//! event of that use) at bits 404..429 of the event's 107 reserved bits, and
+//! the result's `instance`, passed through like `connection_id`, at bits
+//! 252..276 of its 260 padding bits. The RUE starts the state of an event
+//! with `new_instance` from blank (an id's previous connection never leaks
+//! into the next); the datapath applies a result only if its `instance` is
+//! the connection's. Zero in both (a datapath that does not use them) is the
+//! spec's behaviour. In memory the two fields make a queued `CcEvent` 80
+//! bytes and a `CcResult` 52 (76 and 48 without them).
+//!
 //! # Who keeps the CC state
 //!
 //! The spec carries the per-connection CC state inside every event (time
@@ -335,6 +352,8 @@ pub const MAX_STATE_24: u32 = (1 << 24) - 1;
 pub const MAX_CC_OPAQUE: u8 = 3;
 /// Largest `ecn_accumulated` (14 bits).
 pub const MAX_ECN_ACCUMULATED: u16 = (1 << 14) - 1;
+/// Largest `instance` (24 bits, our extension: see the module doc).
+pub const MAX_INSTANCE: u32 = (1 << 24) - 1;
 
 /// `num_packets_acked` from a packet count: saturates at 1023 (OCP Falcon 0.9
 /// §10.6.2.1: "Counter ceils without wrapping around").
@@ -430,6 +449,14 @@ pub struct CcEvent {
     pub cc_opaque: u8,
     /// ECN-marked packets the peer has seen, wrapping counter, 14 bits.
     pub ecn_accumulated: u16,
+    /// Which use of `connection_id` the event belongs to, 24 bits, in
+    /// reserved bits (our extension, see the module doc); the RUE passes
+    /// it through to the result.
+    pub instance: u32,
+    /// The first event of this instance: the RUE starts the connection's
+    /// state from blank before running it, 1 bits, in reserved bits (our
+    /// extension, see the module doc).
+    pub new_instance: bool,
     /// Generation bit for software polling of new entries, 1 bits.
     pub gen: bool,
 }
@@ -485,7 +512,8 @@ impl CcEvent {
             "ecn_accumulated",
             self.ecn_accumulated.into(),
             MAX_ECN_ACCUMULATED.into(),
-        )
+        )?;
+        check("instance", self.instance, MAX_INSTANCE)
     }
 
     /// The 64-byte wire form (bit order in the module doc). Values wider
@@ -538,6 +566,8 @@ impl CcEvent {
         put(&mut w, f::RTT_STATE, self.rtt_state);
         put(&mut w, f::CC_OPAQUE, self.cc_opaque.into());
         put(&mut w, f::ECN_ACCUMULATED, self.ecn_accumulated.into());
+        put(&mut w, f::INSTANCE, self.instance);
+        put(&mut w, f::NEW_INSTANCE, self.new_instance.into());
         put(&mut w, f::GEN, self.gen.into());
         words_to_bytes(&w)
     }
@@ -606,6 +636,8 @@ impl CcEvent {
             rtt_state: get(&w, f::RTT_STATE),
             cc_opaque: get(&w, f::CC_OPAQUE) as u8,
             ecn_accumulated: get(&w, f::ECN_ACCUMULATED) as u16,
+            instance: get(&w, f::INSTANCE),
+            new_instance: get(&w, f::NEW_INSTANCE) == 1,
             gen: get(&w, f::GEN) == 1,
         })
     }
@@ -660,6 +692,9 @@ pub struct CcResult {
     pub rtt_state: u32,
     /// Software RUE scratch bits, 2 bits.
     pub cc_opaque: u8,
+    /// The event's `instance`, passed through, 24 bits, in padding bits
+    /// (our extension, see the module doc).
+    pub instance: u32,
 }
 
 impl CcResult {
@@ -688,11 +723,12 @@ impl CcResult {
         check("base_delay_target", self.base_delay_target, MAX_STATE_24)?;
         check("delay_state", self.delay_state, MAX_STATE_24)?;
         check("rtt_state", self.rtt_state, MAX_STATE_24)?;
-        check("cc_opaque", self.cc_opaque.into(), MAX_CC_OPAQUE.into())
+        check("cc_opaque", self.cc_opaque.into(), MAX_CC_OPAQUE.into())?;
+        check("instance", self.instance, MAX_INSTANCE)
     }
 
     /// The 64-byte wire form (bit order in the module doc). Values wider
-    /// than their field are masked; the 260 padding bits are zero.
+    /// than their field are masked; the 236 padding bits are zero.
     pub fn encode(&self) -> [u8; 64] {
         use field::result as f;
         let mut w = [0u64; 8];
@@ -728,6 +764,7 @@ impl CcResult {
         put(&mut w, f::DELAY_STATE, self.delay_state);
         put(&mut w, f::RTT_STATE, self.rtt_state);
         put(&mut w, f::CC_OPAQUE, self.cc_opaque.into());
+        put(&mut w, f::INSTANCE, self.instance);
         words_to_bytes(&w)
     }
 
@@ -757,6 +794,7 @@ impl CcResult {
             delay_state: get(&w, f::DELAY_STATE),
             rtt_state: get(&w, f::RTT_STATE),
             cc_opaque: get(&w, f::CC_OPAQUE) as u8,
+            instance: get(&w, f::INSTANCE),
         })
     }
 
@@ -784,6 +822,7 @@ impl CcResult {
             delay_state: 191,
             rtt_state: 191,
             cc_opaque: 0,
+            instance: 0,
         }
     }
 
@@ -807,6 +846,7 @@ impl CcResult {
             delay_state: event.delay_state,
             rtt_state: event.rtt_state,
             cc_opaque: event.cc_opaque,
+            instance: event.instance,
         }
     }
 }
@@ -907,15 +947,19 @@ mod field {
         pub const RTT_STATE: Field = after(DELAY_STATE, 24);
         pub const CC_OPAQUE: Field = after(RTT_STATE, 2);
         pub const ECN_ACCUMULATED: Field = after(CC_OPAQUE, 14);
-        // 107 reserved bits (isekai: 64 + 43), then the generation bit.
-        pub const RESERVED_1: Field = after(ECN_ACCUMULATED, 107);
+        // 107 reserved bits (isekai: 64 + 43), then the generation bit. Our
+        // extension takes the first 25 of them (see the module doc).
+        pub const INSTANCE: Field = after(ECN_ACCUMULATED, 24);
+        pub const NEW_INSTANCE: Field = after(INSTANCE, 1);
+        pub const RESERVED_1: Field = after(NEW_INSTANCE, 82);
         pub const GEN: Field = after(RESERVED_1, 1);
     }
 
     pub(super) mod result {
         use super::super::{after, Field};
         // OCP Falcon 0.9 §10.6.2.2 table order plus isekai's event/delay
-        // select (spec/falcon.md §9 item 10); 252 bits used, 260 padding.
+        // select (spec/falcon.md §9 item 10); 252 bits used, 260 padding,
+        // of which our extension takes the first 24 (see the module doc).
         pub const CONNECTION_ID: Field = Field {
             offset: 0,
             width: 24,
@@ -935,7 +979,8 @@ mod field {
         pub const DELAY_STATE: Field = after(BASE_DELAY_TARGET, 24);
         pub const RTT_STATE: Field = after(DELAY_STATE, 24);
         pub const CC_OPAQUE: Field = after(RTT_STATE, 2);
-        pub const PADDING: Field = after(CC_OPAQUE, 260);
+        pub const INSTANCE: Field = after(CC_OPAQUE, 24);
+        pub const PADDING: Field = after(INSTANCE, 236);
     }
 }
 

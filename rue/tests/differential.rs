@@ -14,7 +14,8 @@
 //! the table, every event type, NACK code, delay select and profile index,
 //! windows from 0 to the maximum (pacing below one packet) and, half of the
 //! time, the CC state carried from the connection's previous result as the
-//! datapath does.
+//! datapath does. One stream also starts new connection instances on
+//! reused ids (`new_instance`, the state reset at the event's turn).
 //!
 //! `REFERENCE_DIGEST` pins the reference path itself: it is a hash of every
 //! result of the mixed stream computed with the implementation before the
@@ -77,6 +78,11 @@ impl Reference {
     }
 
     fn on_event(&mut self, event: &CcEvent) -> CcResult {
+        if event.new_instance {
+            if let Some(state) = self.states.get_mut(event.connection_id as usize) {
+                *state = ConnectionState::Empty;
+            }
+        }
         let algorithm: &mut AnyAlgorithm = self
             .profiles
             .for_event(event)
@@ -104,6 +110,8 @@ struct Stream {
     profile_indices: u8,
     /// Retransmit events per 100.
     retransmit_percent: u32,
+    /// Events per 100 that start a new instance of their connection id.
+    new_instance_percent: u32,
     seed: u64,
 }
 
@@ -112,6 +120,7 @@ struct Stream {
 fn generate(stream: Stream, reference: &mut Reference) -> (Vec<CcEvent>, Vec<CcResult>) {
     let mut rng = XorShift(stream.seed | 1);
     let mut last: HashMap<u32, CcResult> = HashMap::new();
+    let mut instances: HashMap<u32, u32> = HashMap::new();
     let hot: Vec<u32> = (0..8).map(|_| rng.below(stream.connections)).collect();
     // Starts 20 000 units before the wrap; ~2.5 units per event, so the
     // clock wraps after about 8 000 events (and again after 2^24 units).
@@ -205,8 +214,19 @@ fn generate(stream: Stream, reference: &mut Reference) -> (Vec<CcEvent>, Vec<CcR
             },
             cc_opaque: rng.below(4) as u8,
             ecn_accumulated: rng.below(1 << 14) as u16,
+            instance: 0,
+            new_instance: false,
             gen: rng.bit(),
         };
+        // No draw unless the stream asks for new instances: the other
+        // streams' events (and their digests) stay as they were.
+        if stream.new_instance_percent > 0 && rng.below(100) < stream.new_instance_percent {
+            let instance = instances.entry(connection_id).or_insert(0);
+            *instance = (*instance + 1) & 0xFF_FFFF;
+            event.new_instance = true;
+            last.remove(&connection_id);
+        }
+        event.instance = instances.get(&connection_id).copied().unwrap_or(0);
         // The datapath's part, most of the time: the connection's state as
         // its last result left it.
         if rng.below(2) == 0 {
@@ -219,7 +239,9 @@ fn generate(stream: Stream, reference: &mut Reference) -> (Vec<CcEvent>, Vec<CcR
                 }
             }
         }
-        let result = reference.on_event(&event);
+        let mut result = reference.on_event(&event);
+        // The RUE passes the instance through, whatever the algorithm.
+        result.instance = event.instance;
         last.insert(connection_id, result);
         events.push(event);
         results.push(result);
@@ -400,6 +422,7 @@ fn swift_default_batched_equals_per_event() {
         outside: 100,
         profile_indices: 1,
         retransmit_percent: 2,
+        new_instance_percent: 0,
         seed: 0x5eed_0001,
     };
     let digest = check_stream(
@@ -462,6 +485,7 @@ fn mixed_profiles() {
         outside: 50,
         profile_indices: 8,
         retransmit_percent: 8,
+        new_instance_percent: 0,
         seed: 0x5eed_0002,
     };
     let digest = check_stream(stream, &configs, &drives());
@@ -480,6 +504,7 @@ fn profile_changes_inside_batches() {
         outside: 10,
         profile_indices: 2,
         retransmit_percent: 5,
+        new_instance_percent: 0,
         seed: 0x5eed_0003,
     };
     check_stream(
@@ -493,6 +518,30 @@ fn profile_changes_inside_batches() {
                 },
                 ..SwiftConfig::default()
             }),
+        ],
+        &drives()[..2],
+    );
+}
+
+/// Connection ids reused at random (5 % of events start a new instance,
+/// often inside a batch with the id's previous connection's events): the
+/// batched path resets the state exactly where the per-event path does, and
+/// every result carries its event's instance.
+#[test]
+fn new_instances_inside_batches() {
+    let stream = Stream {
+        connections: 200,
+        outside: 10,
+        profile_indices: 2,
+        retransmit_percent: 5,
+        new_instance_percent: 5,
+        seed: 0x5eed_0004,
+    };
+    check_stream(
+        stream,
+        &[
+            ProfileConfig::Swift(SwiftConfig::default()),
+            ProfileConfig::Dcqcn(DcqcnConfig::default()),
         ],
         &drives()[..2],
     );

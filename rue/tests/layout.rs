@@ -171,20 +171,25 @@ fn event_rows() -> Vec<Row<CcEvent>> {
         row("ecn_accumulated", 390, 14, |e, v| {
             e.ecn_accumulated = v as u16
         }),
-        // 404..511: reserved (107), see `EVENT_RESERVED`.
+        // 404..511: reserved (107), of which our extension takes 404..429
+        // (`rue::format`, "Connection instances"); the rest see
+        // `EVENT_RESERVED`.
+        row("instance", 404, 24, |e, v| e.instance = v),
+        row("new_instance", 428, 1, |e, v| e.new_instance = v == 1),
         row("gen", 511, 1, |e, v| e.gen = v == 1),
     ]
 }
 
-/// The event's two reserved rows (8 bits after `eack`, 107 before `gen`).
+/// The event's two reserved rows (8 bits after `eack`, 107 before `gen`
+/// less the 25 of our extension).
 const EVENT_RESERVED: [Reserved; 2] = [
     Reserved {
         first_bit: 255,
         width: 8,
     },
     Reserved {
-        first_bit: 404,
-        width: 107,
+        first_bit: 429,
+        width: 82,
     },
 ];
 
@@ -224,14 +229,17 @@ fn result_rows() -> Vec<Row<CcResult>> {
         row("delay_state", 202, 24, |r, v| r.delay_state = v),
         row("rtt_state", 226, 24, |r, v| r.rtt_state = v),
         row("cc_opaque", 250, 2, |r, v| r.cc_opaque = v as u8),
-        // 252..512: padding (260).
+        // 252..512: padding (260), of which our extension takes 252..276
+        // (`rue::format`, "Connection instances").
+        row("instance", 252, 24, |r, v| r.instance = v),
     ]
 }
 
-/// The result's padding ("Reserved 260", isekai `padding_1..5`).
+/// The result's padding ("Reserved 260", isekai `padding_1..5`) less the
+/// 24 bits of our extension.
 const RESULT_PADDING: [Reserved; 1] = [Reserved {
-    first_bit: 252,
-    width: 260,
+    first_bit: 276,
+    width: 236,
 }];
 
 /// Every field zero. `CcEvent::default()` has `delay_select` Fabric (code
@@ -322,7 +330,8 @@ fn assert_tiles<T>(rows: &[Row<T>], reserved: &[Reserved]) {
 fn the_hand_written_tables_fill_512_bits() {
     assert_tiles(&event_rows(), &EVENT_RESERVED);
     assert_tiles(&result_rows(), &RESULT_PADDING);
-    // The spec's result table alone (without isekai's two selects) is 508.
+    // The spec's result table alone (without isekai's two selects; our
+    // `instance` is in its padding) is 508.
     let spec_result_bits: u32 = result_rows()
         .iter()
         .filter(|r| !matches!(r.name, "event_queue_select" | "delay_select"))
@@ -476,13 +485,13 @@ fn reserved_and_padding_bits_decode_to_nothing() {
     let event_reserved = EVENT_RESERVED
         .iter()
         .fold([0u8; 64], |acc, r| or(acc, ones(r.first_bit, r.width)));
-    assert_eq!(set_bits(&event_reserved).len(), 8 + 107);
+    assert_eq!(set_bits(&event_reserved).len(), 8 + 107 - 25);
     assert_eq!(CcEvent::decode(&event_reserved), Ok(zero_event()));
 
     let padding = RESULT_PADDING
         .iter()
         .fold([0u8; 64], |acc, r| or(acc, ones(r.first_bit, r.width)));
-    assert_eq!(set_bits(&padding).len(), 260);
+    assert_eq!(set_bits(&padding).len(), 260 - 24);
     assert_eq!(CcResult::decode(&padding), Ok(zero_result()));
 }
 

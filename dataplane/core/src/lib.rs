@@ -23,6 +23,7 @@
 //! | [`port`] | the [`Port`](port::Port) trait, the in-process [`Loopback`](port::Loopback) pair and the [`FaultInjector`](port::FaultInjector) wrapper |
 //! | [`timer`] | the engine's [`TimingWheel`](timer::TimingWheel) (512 ns slots) |
 //! | [`engine`] | the per-core [`Engine`](engine::Engine): connections, timers, PSP boundary, inline RUE, ULP interface |
+//! | [`node`] | the [`Node`](node::Node) an engine is a shard of: master keys, SPI generation and rotation, per-shard SPI and CID ranges, [`Steering`](node::Steering) of received frames |
 //! | [`transaction`] | the transaction sublayer (OCP Falcon 0.9 §8): initiator and target state machines, ordering, the ULP interface |
 //! | [`resources`] | the four resource pools, their regions and credits, HoL zones, dynamic thresholds (§8.2) |
 //! | [`scheduler`] | the connection scheduler's round-robin ring (§8.3) |
@@ -41,6 +42,7 @@ pub mod drop;
 pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod node;
 pub mod port;
 pub mod random;
 pub mod resources;

@@ -68,7 +68,7 @@ pub(super) fn run_batch(
     let only = profiles.only_index();
     let mut start = 0;
     while let Some(first) = events.get(start) {
-        let (index, run) = match only {
+        let (index, mut run) = match only {
             Some(index) => (index, events.len() - start),
             None => {
                 let index = profiles.effective_index(first);
@@ -79,6 +79,19 @@ pub(super) fn run_batch(
                 (index, run)
             }
         };
+        // The first event of a connection instance starts from a blank state
+        // (rue::format, "Connection instances"): it opens a run of its own,
+        // whose state is reset before it runs, so that the events before it
+        // in the batch (its id's previous connection) run on the old state.
+        if first.new_instance {
+            table.reset(first.connection_id);
+        }
+        if let Some(next) = events[start + 1..start + run]
+            .iter()
+            .position(|e| e.new_instance)
+        {
+            run = next + 1;
+        }
         let run_events = &events[start..start + run];
         // Slots initialized with `Default` (three stores each), then written
         // in place. (`fill_from_iter` passed each result through an `Option`

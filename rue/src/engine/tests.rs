@@ -259,3 +259,99 @@ fn profiles_pick_the_algorithm_per_connection() {
     )
     .is_err());
 }
+
+/// An event with `new_instance` runs on a blank state, reset at its turn:
+/// events of the id's previous connection queued ahead of it in the same
+/// batch still see the old state, and the new connection never inherits it
+/// (batched lanes, one by one, and `handle_event` alike); every result
+/// carries its event's instance.
+#[test]
+fn new_instance_starts_from_a_blank_state_at_its_turn() {
+    // Id 7's first connection (instance 0) builds up state: a NIC window
+    // that shrinks by fractions of a request (the peer's buffers fill).
+    let old = |i: u32| CcEvent {
+        ncwnd: 20,
+        rx_buffer_level: 25,
+        ..event(7, 10_000 + i * 40)
+    };
+    let mut warm_up: Vec<CcEvent> = (0..24).map(old).collect();
+    // Then one batch: two more of the old connection's events, others'
+    // events, the new connection's first event (instance 1, new) and its
+    // next one, so that both runs are long enough for the lanes.
+    let mut batch = vec![
+        old(24),
+        event(1, 11_000),
+        event(2, 11_000),
+        event(3, 11_000),
+    ];
+    batch.push(old(25));
+    let first = CcEvent {
+        instance: 1,
+        new_instance: true,
+        ..event(7, 11_100)
+    };
+    let next = CcEvent {
+        instance: 1,
+        ..event(7, 11_140)
+    };
+    batch.extend([
+        first,
+        event(4, 11_100),
+        event(5, 11_100),
+        next,
+        event(6, 11_100),
+    ]);
+
+    // Reference: Swift directly, each connection's state kept apart.
+    let mut swift = Swift::new(SwiftConfig::default()).unwrap();
+    let mut states = [SwiftState::default(); 10];
+    let mut expected = Vec::new();
+    for ev in warm_up.iter().chain(&batch) {
+        if ev.new_instance {
+            let inherited = states[7];
+            assert_ne!(
+                inherited,
+                SwiftState::default(),
+                "the old connection left state to inherit"
+            );
+            let (mut kept, mut blank) = (inherited, SwiftState::default());
+            swift.clone().on_event(ev, &mut kept);
+            swift.clone().on_event(ev, &mut blank);
+            assert_ne!(kept, blank, "the inherited state would carry over");
+            states[7] = SwiftState::default();
+        }
+        let mut result = swift.on_event(ev, &mut states[ev.connection_id as usize]);
+        result.instance = ev.instance;
+        expected.push(result);
+    }
+
+    // Queued: the warm-up, then the batch in one `process`.
+    let mut core = rue(100, 4);
+    let mut channel = core.add_core(64);
+    let mut got = Vec::new();
+    for ev in &warm_up {
+        channel.push(*ev).unwrap();
+        core.process(1);
+        got.extend(channel.pop());
+    }
+    for ev in &batch {
+        channel.push(*ev).unwrap();
+    }
+    assert_eq!(core.process(usize::MAX), batch.len());
+    got.extend(std::iter::from_fn(|| channel.pop()));
+    assert_eq!(got, expected);
+    assert_eq!(core.state(7), Some(&ConnectionState::Swift(states[7])));
+    let instances: Vec<u32> = got[warm_up.len()..]
+        .iter()
+        .filter(|r| r.connection_id == 7)
+        .map(|r| r.instance)
+        .collect();
+    assert_eq!(instances, [0, 0, 1, 1]);
+
+    // One at a time.
+    let mut direct = rue(100, 4);
+    warm_up.extend(batch);
+    let got: Vec<CcResult> = warm_up.iter().map(|ev| direct.handle_event(ev)).collect();
+    assert_eq!(got, expected);
+    assert_eq!(direct.state(7), Some(&ConnectionState::Swift(states[7])));
+}

@@ -38,6 +38,7 @@ prop_compose! {
         (delay_state, rtt_state, cc_opaque, ecn_accumulated, gen) in
             (0..=MAX_STATE_24, 0..=MAX_STATE_24, 0..=MAX_CC_OPAQUE, 0..=MAX_ECN_ACCUMULATED,
              any::<bool>()),
+        (instance, new_instance) in (0..=MAX_INSTANCE, any::<bool>()),
     ) -> CcEvent {
         CcEvent {
             connection_id, event_type, t1, t2, t3, t4, retransmit_count,
@@ -47,7 +48,8 @@ prop_compose! {
             num_packets_acked, eack_drop, eack, event_queue_select, delay_select,
             fabric_window_time_marker, nic_window_time_marker,
             ncwnd_direction: NcwndDirection::from_bit(increase.into()),
-            base_delay_target, delay_state, rtt_state, cc_opaque, ecn_accumulated, gen,
+            base_delay_target, delay_state, rtt_state, cc_opaque, ecn_accumulated, instance,
+            new_instance, gen,
         }
     }
 }
@@ -60,15 +62,16 @@ prop_compose! {
         (retransmit_timeout, event_queue_select, delay_select, fabric_window_time_marker,
          nic_window_time_marker, increase) in
             (t24(), 0..=MAX_EVENT_QUEUE_SELECT, delay_select(), t24(), t24(), any::<bool>()),
-        (base_delay_target, delay_state, rtt_state, cc_opaque) in
-            (0..=MAX_STATE_24, 0..=MAX_STATE_24, 0..=MAX_STATE_24, 0..=MAX_CC_OPAQUE),
+        (base_delay_target, delay_state, rtt_state, cc_opaque, instance) in
+            (0..=MAX_STATE_24, 0..=MAX_STATE_24, 0..=MAX_STATE_24, 0..=MAX_CC_OPAQUE,
+             0..=MAX_INSTANCE),
     ) -> CcResult {
         CcResult {
             connection_id, randomize_path, cc_metadata, fcwnd: Fcwnd::from_raw(fcwnd),
             inter_packet_gap, ncwnd, retransmit_timeout, event_queue_select, delay_select,
             fabric_window_time_marker, nic_window_time_marker,
             ncwnd_direction: NcwndDirection::from_bit(increase.into()),
-            base_delay_target, delay_state, rtt_state, cc_opaque,
+            base_delay_target, delay_state, rtt_state, cc_opaque, instance,
         }
     }
 }

@@ -322,6 +322,7 @@ impl Swift {
             delay_state: step.smoothed_delay,
             rtt_state: step.smoothed_rtt,
             cc_opaque: event.cc_opaque,
+            instance: event.instance,
         }
     }
 
@@ -376,6 +377,7 @@ impl Swift {
             delay_state: ack.smoothed_delay(i),
             rtt_state: ack.smoothed_rtt(i),
             cc_opaque: event.cc_opaque,
+            instance: event.instance,
         };
         (result, fraction)
     }

@@ -169,6 +169,7 @@ impl Swift {
             rtt_state: rtt_out,
             // The flow `randomize_path` applies to.
             cc_opaque: event.cc_opaque & 3,
+            instance: event.instance,
         }
     }
 

@@ -471,9 +471,9 @@ impl DeliveryConnection {
     /// inter-packet gap and the RTO take effect at once (a shorter RTO also
     /// for packets in flight, spec/falcon.md §7.1 field 17); the other fields
     /// are kept for the next event. Returns false (and changes nothing) if
-    /// the result names another connection.
+    /// the result names another connection, or another instance of its id.
     pub fn handle_rue_result(&mut self, now: Timestamp, result: &CcResult) -> bool {
-        if result.connection_id != self.params.connection_id.value() || self.failed.is_some() {
+        if !self.rue.matches(result) || self.failed.is_some() {
             return false;
         }
         let previous = self.rue.apply(result);

@@ -14,6 +14,14 @@
 //! one is, ACK information keeps accumulating into a pending ACK event
 //! (sent after the result), and NACK and retransmit events are dropped and
 //! counted. A deferred event stays pending and is offered again.
+//!
+//! Connection instances (`rue::format`, "Connection instances"): the
+//! engine reuses a connection id once its connection is closed, and with
+//! the RUE on another core the closed connection's event or result may
+//! still be in flight. Every event carries the connection's instance, the
+//! first also `new_instance` (the RUE then starts from a blank state), and
+//! a result is applied only if it carries the instance back: a result of
+//! the id's previous connection is refused, never applied to this one.
 
 use core::time::Duration;
 
@@ -23,6 +31,7 @@ use rue::{
 };
 
 use crate::delivery::config::DeliveryConfig;
+use crate::delivery::connection::DeliveryConnection;
 use crate::time::{falcon_units_nanos, to_falcon_units, Timestamp};
 
 /// isekai's admission for a 65536-event queue (admit until full).
@@ -133,6 +142,10 @@ pub struct AckSample {
 #[derive(Debug, Clone)]
 pub struct RueEvents {
     connection_id: u32,
+    /// Which use of `connection_id` this connection is (24 bits).
+    instance: u32,
+    /// No event handed out yet: the next one carries `new_instance`.
+    first_event: bool,
     /// The congestion state (last result).
     pub state: CcState,
     admission: Admission,
@@ -149,6 +162,8 @@ impl RueEvents {
         let admission = Admission::new(admission).unwrap_or_else(|_| default_admission());
         RueEvents {
             connection_id,
+            instance: 0,
+            first_event: true,
             state,
             admission,
             outstanding: false,
@@ -156,6 +171,23 @@ impl RueEvents {
             acked_since_event: 0,
             last_event: None,
         }
+    }
+
+    /// Sets the connection's instance (modulo 2^24), which its events
+    /// carry and its results must carry back.
+    pub fn set_instance(&mut self, instance: u32) {
+        self.instance = instance & rue::format::MAX_INSTANCE;
+    }
+
+    /// The connection's instance.
+    pub fn instance(&self) -> u32 {
+        self.instance
+    }
+
+    /// Whether `result` is for this connection: its id and its instance.
+    #[inline]
+    pub fn matches(&self, result: &CcResult) -> bool {
+        result.connection_id == self.connection_id && result.instance == self.instance
     }
 
     /// An event was handed out and its result not yet applied.
@@ -249,6 +281,8 @@ impl RueEvents {
         // the event was built).
         self.copy_state(&mut event);
         event.num_packets_acked = rue::saturate_acked(self.acked_since_event);
+        event.new_instance = self.first_event;
+        self.first_event = false;
         self.acked_since_event = 0;
         self.outstanding = true;
         self.last_event = Some(now);
@@ -329,8 +363,23 @@ impl RueEvents {
             rtt_state: state.rtt_state,
             cc_opaque: state.cc_opaque,
             ecn_accumulated: sample.ecn_accumulated,
+            instance: self.instance,
+            new_instance: false,
             gen: false,
         }
+    }
+}
+
+impl DeliveryConnection {
+    /// Sets which use of its RUE connection id this connection is (its
+    /// events carry it; a result must carry it back to be applied).
+    pub fn set_rue_instance(&mut self, instance: u32) {
+        self.rue.set_instance(instance);
+    }
+
+    /// The connection's RUE instance (24 bits).
+    pub fn rue_instance(&self) -> u32 {
+        self.rue.instance()
     }
 }
 

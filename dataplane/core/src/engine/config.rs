@@ -1,7 +1,8 @@
 //! Configuration of an engine and of its connections.
 //!
-//! Layer: engine. Owns [`EngineConfig`] (node-wide: addresses, frame size,
-//! PSP keys and globals, resources, RUE, timers, defaults for connections),
+//! Layer: engine. Owns [`EngineConfig`] (per engine: addresses, frame size,
+//! the node it is a shard of or its own PSP keys and globals, resources,
+//! RUE, timers, defaults for connections),
 //! [`ConnectionConfig`] (what the connection manager sets up per
 //! connection, OCP Falcon 0.9 §8.4.1, §8.5.1, §9.1.1, §9.2.1: CIDs, initial
 //! PSNs and RSNs, SAs, windows, ordering, destination function, RUE
@@ -17,12 +18,14 @@ use rue::Profiles;
 
 use crate::delivery::{DeliveryConfig, OrderingMode};
 use crate::ids::{ConnectionId, DestinationFunction};
+use crate::node::NodeShard;
 use crate::resources::{Alpha, CreditLimits, ResourceConfig};
 use crate::seq::{Psn, Rsn};
 use crate::transaction::TransactionConfig;
 use crate::wire::{ChecksumChecks, EthernetAddress, ProtocolType, PSP_UDP_PORT};
 
-/// Node-wide configuration of an [`Engine`](super::Engine).
+/// Configuration of an [`Engine`](super::Engine): one datapath lcore's
+/// shard of a node.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// This node's MAC address (the source of every frame).
@@ -39,10 +42,17 @@ pub struct EngineConfig {
     pub max_frame_len: usize,
     /// Connection slots (also the RUE state table's size). Default 1024.
     pub max_connections: u32,
-    /// PSP: the receive master keys and globals. `None` sends Falcon in
-    /// clear over UDP, for benchmarks and tests only: there is then no TX
-    /// timestamp on the wire, so t1 degrades to the peer's receive time
-    /// and RTT samples see only the reverse path.
+    /// The node this engine is a shard of ([`crate::node`]): the node's
+    /// master keys, SPI generation, SPI range and connection-id range are
+    /// the engine's, and `psp` must be `None` (the node's
+    /// `NodeConfig::psp` applies). `None` (default): the engine is a node
+    /// of one shard by itself, with `psp` as its keys.
+    pub node: Option<NodeShard>,
+    /// PSP: the receive master keys and globals of an engine that is a
+    /// node by itself (`node` `None`). `None` sends Falcon in clear over
+    /// UDP, for benchmarks and tests only: there is then no TX timestamp on
+    /// the wire, so t1 degrades to the peer's receive time and RTT samples
+    /// see only the reverse path.
     pub psp: Option<PspConfig>,
     /// The rate update engine run inline. Default Swift.
     pub rue: RueMode,
@@ -50,7 +60,16 @@ pub struct EngineConfig {
     pub rue_queue: usize,
     /// Packet delivery parameters every connection starts from.
     pub delivery: DeliveryConfig,
-    /// The node's transaction resources.
+    /// This engine's transaction resources (OCP Falcon 0.9 §8.2): its pools,
+    /// regions and credit limits, not shared with the node's other
+    /// engines. Decision: resource pools are per engine, a node's are the
+    /// sum of its shards'. Credits are reserved and released on the
+    /// per-packet path; pools shared across lcores would put an atomic
+    /// read-modify-write on a cache line every lcore writes into each
+    /// transaction, and run-to-completion lcores must not share hot
+    /// counters. The cost is that a shard cannot borrow another's idle
+    /// capacity: give each shard its share of the node's memory for its
+    /// share of the connections (`crate::node`, "Resource pools").
     pub resources: ResourceConfig,
     /// Transaction-sublayer timeouts (`max_payload` is derived from
     /// `max_frame_len` and ignored here).
@@ -76,6 +95,7 @@ impl Default for EngineConfig {
             udp_port: PSP_UDP_PORT,
             max_frame_len: 9014,
             max_connections: 1024,
+            node: None,
             psp: None,
             rue: RueMode::Swift,
             rue_queue: 1024,
@@ -130,7 +150,10 @@ pub enum RueMode {
     /// into the RUE's event queue and results from its result queue to
     /// [`Engine::handle_rue_result`](crate::engine::Engine::handle_rue_result).
     /// A connection in slot `s` is RUE connection `id_base + s`, so several
-    /// engines can share one RUE state table with disjoint id ranges.
+    /// engines can share one RUE state table with disjoint id ranges. Its
+    /// events carry its instance (the slot's reuse count) and its first
+    /// event `new_instance`; a result must carry the instance back to apply
+    /// (`rue::format`, "Connection instances").
     External {
         /// First RUE connection id of this engine; `id_base +
         /// max_connections` must fit the table and 24 bits.
@@ -360,6 +383,26 @@ impl EngineConfig {
         }
         if self.rue_queue == 0 {
             return Err(ConfigError::new("rue_queue", "must be at least 1"));
+        }
+        if let Some(member) = &self.node {
+            if self.psp.is_some() {
+                return Err(ConfigError::new(
+                    "psp",
+                    "must be None on a shard of a node: PSP is the node's (NodeConfig::psp)",
+                ));
+            }
+            if member.shard >= member.node.shards() {
+                return Err(ConfigError::new(
+                    "node.shard",
+                    "must be below the node's shard count",
+                ));
+            }
+            if self.udp_port != member.node.udp_port() {
+                return Err(ConfigError::new(
+                    "udp_port",
+                    "must be the node's (NodeConfig::udp_port)",
+                ));
+            }
         }
         if self.timer_slots == 0 || self.timer_slots > 1 << 20 {
             return Err(ConfigError::new("timer_slots", "must be in 1..=2^20"));

@@ -174,6 +174,7 @@ mod rotation;
 mod rue_inline;
 mod rx;
 mod setup;
+mod shard;
 mod stats;
 mod tx;
 mod ulp;
@@ -213,7 +214,7 @@ pub use cm::{CmEvent, SpiCheckFailure, CM_EVENT_CAPACITY, SPI_FAILURE_PAIRS};
 pub use config::{
     ConfigError, ConnectionConfig, ConnectionPsp, EngineConfig, InitialSequence, PspConfig, RueMode,
 };
-pub use rotation::{rekey_pair, RotationError};
+pub use rotation::{rekey_pair, NewReceiveSa, RotationError};
 pub use rx::{Disposition, Received};
 pub use setup::{connect, PairSpec};
 pub use stats::{ConnectionSnapshot, EngineStats};
@@ -246,6 +247,8 @@ pub struct Engine<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     data_ring: Scheduler,
     ack_ring: Scheduler,
     psp: Option<PspState>,
+    /// The node this engine is a shard of, and what of it it follows.
+    shard: shard::Membership,
     rue: Option<RueInline>,
     rue_external: Option<RueExternal>,
     rue_results: Vec<CcResult>,
@@ -318,16 +321,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     ) -> Result<Engine<B, S>, ConfigError> {
         config.validate()?;
         let max_payload = config.max_payload();
-        let psp = config.psp.as_ref().map(|p| PspState {
-            db: match sa_database {
-                Some(mut db) => {
-                    db.reset(p.master_keys.clone());
-                    db
-                }
-                None => SaDatabase::new(p.backend, p.master_keys.clone(), p.sa_cache),
-            },
-            globals: p.globals,
-        });
+        let (shard, psp) = shard::join(&config, sa_database)?;
         let profiles = match &config.rue {
             RueMode::Swift => Some(Profiles::swift_default()),
             RueMode::Profiles(p) => Some(Profiles::clone(p)),
@@ -385,6 +379,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             data_ring: Scheduler::with_slots(config.max_connections as usize),
             ack_ring: Scheduler::with_slots(config.max_connections as usize),
             psp,
+            shard,
             rue,
             rue_external,
             rue_results: Vec::new(),
@@ -398,21 +393,17 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         Ok(engine)
     }
 
-    /// A fresh receive SPI from the active master key and the SA key the
-    /// peer must send with (PSP: the receiver picks the SPI; the CM carries
-    /// both to the peer).
+    /// A fresh receive SPI of this engine's shard from the node's active
+    /// master key, and the SA key the peer must send with (PSP: the
+    /// receiver picks the SPI; the CM carries both to the peer).
     ///
     /// # Errors
     ///
-    /// [`ConfigError`] if PSP is off or the SPI space is exhausted.
+    /// [`ConfigError`] if PSP is off, the node rotated its key and this
+    /// engine has not followed, or the shard's SPI space is exhausted.
     pub fn allocate_spi(&mut self, version: Version) -> Result<(Spi, SaKey), ConfigError> {
-        let psp = self
-            .psp
-            .as_mut()
-            .ok_or(ConfigError::new("psp", "PSP is off in this engine"))?;
-        psp.db
-            .allocate_spi(version)
-            .map_err(|_| ConfigError::new("psp", "SPI space of the active master key exhausted"))
+        self.allocate_receive_spi(version)
+            .map_err(ConfigError::from)
     }
 
     /// Sets up a connection (the connection manager's job, DESIGN.md §4).
@@ -428,6 +419,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         config: ConnectionConfig,
     ) -> Result<ConnectionHandle, ConfigError> {
         config.validate()?;
+        self.check_shard(&config)?;
         if self.by_cid.get(config.local_cid).is_some() {
             return Err(ConfigError::new(
                 "local_cid",
@@ -722,7 +714,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             seed: config.seed,
         };
         let cc = initial_cc_state(slot, config.rue_profile, &delivery_config, now);
-        let delivery = DeliveryConnection::with_cc_state(&delivery_config, params, cc);
+        let mut delivery = DeliveryConnection::with_cc_state(&delivery_config, params, cc);
+        delivery.set_rue_instance(handle.generation);
         let mut account =
             self.shared
                 .resources

@@ -18,7 +18,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// engine's last input), the RUE and the resources as new, the PSP SA
     /// database back to its master keys with SPI allocation starting over
     /// and nothing cached. Connections (and their SAs) are set up again
-    /// after it, as after `new`.
+    /// after it, as after `new`. (A shard of a shared node, `EngineConfig::node`,
+    /// takes the node's current keys instead, and its SPI numbering goes on
+    /// from the node's.)
     ///
     /// Everything is rebuilt from the stored configuration except the SA
     /// database's cache table, which is cleared in place: its `sa_cache`

@@ -3,17 +3,22 @@
 //! over the master-key rotation of the PSP spec (spec/psp.md §4).
 //!
 //! Layer: engine, control path only (never per packet). The receive side
-//! of a node rotates: its SA database loads a fresh master key into the
-//! inactive slot and makes it active, and every connection gets a new
-//! receive SPI from it; the new SA keys travel to the peers (the CM's job;
-//! [`rekey_pair`](crate::engine::rekey_pair) does it for two engines in one
-//! process), which then send with them. Meanwhile packets still sealed with
-//! the previous SPI pass the SPI check through AllowPrevGen. In order:
+//! of a node rotates: the node ([`crate::node`]) loads a fresh master key
+//! into the inactive slot and makes it active, each of its engines takes
+//! the node's keys into its SA database, and every connection gets a new
+//! receive SPI from its shard's range under the new key; the new SA keys
+//! travel to the peers (the CM's job; [`rekey_pair`](crate::engine::rekey_pair)
+//! does it for two engines in one process), which then send with them.
+//! Meanwhile packets still sealed with the previous SPI pass the SPI check
+//! through AllowPrevGen. In order:
 //!
-//! 1. [`Engine::begin_key_rotation`]: new master key; AllowPrevGen = 1,
-//!    CurGen + 1.
-//! 2. [`Engine::rekey_receive`] per connection: PrevSPI = CurSPI, CurSPI =
-//!    a fresh SPI of the new key, the connection's CurGen + 1, Remote Time
+//! 1. [`Node::begin_key_rotation`](crate::node::Node::begin_key_rotation)
+//!    once for the node: new master key; AllowPrevGen = 1, CurGen + 1. Then
+//!    on each engine [`Engine::follow_key_rotation`]: the same in its copy.
+//!    [`Engine::begin_key_rotation`] does both for a node of one shard.
+//! 2. [`Engine::rekey_receive`] per connection (or
+//!    [`Engine::rekey_connections`] for all): PrevSPI = CurSPI, CurSPI = a
+//!    fresh SPI of the new key, the connection's CurGen + 1, Remote Time
 //!    re-seeded. Returns the SA the peer must send with.
 //! 3. [`Engine::install_transmit_sa`] at the peer: it sends with the new SA
 //!    from its next packet on (retransmissions included).
@@ -21,7 +26,9 @@
 //!    = CurSPI, so the old SPI stops passing at once.
 //! 5. [`Engine::end_key_rotation`]: AllowPrevGen = 0, before the next
 //!    rotation. Refused while a connection still expects an SPI of the
-//!    previous generation: its every packet would then fail the check.
+//!    previous generation: its every packet would then fail the check. The
+//!    node's rotation ends with its last engine's step 5; the node refuses
+//!    the next one until then.
 //!
 //! A second rotation evicts the master key of two rotations ago: packets
 //! sealed under it no longer authenticate (`psp_unknown_sa` or
@@ -49,6 +56,7 @@ use core::time::Duration;
 use psp::{MasterKey, SaKey, Spi, SpiGeneration, TxSa, TxSaConfig, Version};
 
 use crate::engine::{ConnectionHandle, Engine};
+use crate::node::SpiRefusal;
 use crate::port::PacketBuf;
 use crate::time::Timestamp;
 use crate::transaction::DataSource;
@@ -94,6 +102,9 @@ pub enum RotationError {
     AlreadyCurrent,
     /// The SA the peer handed over cannot be used (zero SPI).
     BadSa,
+    /// The node rotated its master key and this engine has not followed
+    /// ([`Engine::follow_key_rotation`]).
+    Behind,
 }
 
 impl fmt::Display for RotationError {
@@ -119,33 +130,79 @@ impl fmt::Display for RotationError {
                 "the connection already expects an SPI of the current generation"
             ),
             RotationError::BadSa => write!(f, "the transmit SA cannot be built (zero SPI)"),
+            RotationError::Behind => write!(
+                f,
+                "the node rotated its master key and this engine has not followed"
+            ),
         }
     }
 }
 
 impl std::error::Error for RotationError {}
 
+/// Step 2's output for one connection: the SA its peer must send with
+/// (step 3 there: [`Engine::install_transmit_sa`]).
+#[derive(Debug, Clone)]
+pub struct NewReceiveSa {
+    /// The connection rekeyed.
+    pub connection: ConnectionHandle,
+    /// Its new receive SPI.
+    pub spi: Spi,
+    /// The SA key the peer sends with (derived here from the node's
+    /// master key).
+    pub key: SaKey,
+}
+
 impl<B: PacketBuf, S: DataSource> Engine<B, S> {
-    /// Step 1: `new_key` goes into the inactive master-key slot and becomes
-    /// active (the key it replaces, active two rotations ago, is evicted and
-    /// its cached contexts purged); AllowPrevGen = 1 and the global CurGen
-    /// advances. Returns the new generation.
+    /// Step 1 on the node and at once on this engine:
+    /// [`Node::begin_key_rotation`](crate::node::Node::begin_key_rotation)
+    /// with `new_key` (it goes into the inactive master-key slot and becomes
+    /// active; the key it replaces, active two rotations ago, is evicted),
+    /// then [`follow_key_rotation`](Self::follow_key_rotation). All a node
+    /// of one shard needs; the other shards of a larger node follow on
+    /// their own lcores. Returns the new generation.
     ///
     /// # Errors
     ///
     /// [`RotationError::PspOff`], or [`RotationError::RotationInProgress`]
-    /// if the previous rotation was not ended.
+    /// if a shard of the node has not ended the previous rotation.
     pub fn begin_key_rotation(
         &mut self,
         new_key: MasterKey,
     ) -> Result<SpiGeneration, RotationError> {
-        let psp = self.psp.as_mut().ok_or(RotationError::PspOff)?;
-        if psp.globals.allow_prev_gen {
-            return Err(RotationError::RotationInProgress);
+        if self.psp.is_none() {
+            return Err(RotationError::PspOff);
         }
-        psp.db.rotate(new_key);
-        psp.globals.begin_rotation();
-        self.stats.key_rotations += 1;
+        self.shard.node.begin_key_rotation(new_key)?;
+        self.follow_key_rotation()
+    }
+
+    /// Step 1 on this engine after the node's
+    /// ([`Node::begin_key_rotation`](crate::node::Node::begin_key_rotation)):
+    /// its SA database takes the node's master keys (the contexts of an
+    /// evicted key are purged), AllowPrevGen = 1 and CurGen is the node's.
+    /// Its connections then need step 2 ([`connections_to_rekey`](Self::connections_to_rekey)).
+    /// Nothing changes if the engine already follows the node's last
+    /// rotation. Returns the generation.
+    ///
+    /// # Errors
+    ///
+    /// [`RotationError::PspOff`].
+    pub fn follow_key_rotation(&mut self) -> Result<SpiGeneration, RotationError> {
+        let psp = self.psp.as_mut().ok_or(RotationError::PspOff)?;
+        let node = self
+            .shard
+            .node
+            .shard_psp(self.shard.shard)
+            .ok_or(RotationError::PspOff)?;
+        let rotations = node.keys.rotations();
+        if rotations != self.shard.rotations {
+            psp.db.follow(&node.keys);
+            psp.globals.cur_gen = node.globals.cur_gen;
+            psp.globals.allow_prev_gen = node.globals.allow_prev_gen;
+            self.shard.rotations = rotations;
+            self.stats.key_rotations += 1;
+        }
         Ok(psp.globals.cur_gen)
     }
 
@@ -159,7 +216,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// # Errors
     ///
     /// [`RotationError::PspOff`], [`RotationError::UnknownConnection`],
-    /// [`RotationError::AlreadyCurrent`] (begin the rotation first) or
+    /// [`RotationError::AlreadyCurrent`] (begin the rotation first),
+    /// [`RotationError::Behind`] (follow the node's first) or
     /// [`RotationError::SpiExhausted`].
     pub fn rekey_receive(
         &mut self,
@@ -170,18 +228,35 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let slot = self
             .slot(connection)
             .ok_or(RotationError::UnknownConnection)?;
-        let psp = self.psp.as_mut().ok_or(RotationError::PspOff)?;
+        let cur_gen = self
+            .psp
+            .as_ref()
+            .ok_or(RotationError::PspOff)?
+            .globals
+            .cur_gen;
+        let current = self.connections[slot as usize]
+            .as_deref()
+            .ok_or(RotationError::UnknownConnection)?
+            .rx_security
+            .as_ref()
+            .ok_or(RotationError::PspOff)?
+            .spi
+            .cur_gen
+            == cur_gen;
+        if current {
+            return Err(RotationError::AlreadyCurrent);
+        }
+        let (spi, key) = self
+            .allocate_receive_spi(version)
+            .map_err(|refusal| match refusal {
+                SpiRefusal::PspOff => RotationError::PspOff,
+                SpiRefusal::Behind => RotationError::Behind,
+                SpiRefusal::Exhausted => RotationError::SpiExhausted,
+            })?;
         let conn = self.connections[slot as usize]
             .as_deref_mut()
             .ok_or(RotationError::UnknownConnection)?;
         let security = conn.rx_security.as_mut().ok_or(RotationError::PspOff)?;
-        if security.spi.cur_gen == psp.globals.cur_gen {
-            return Err(RotationError::AlreadyCurrent);
-        }
-        let (spi, key) = psp
-            .db
-            .allocate_spi(version)
-            .map_err(|_| RotationError::SpiExhausted)?;
         security.spi.rotate(spi);
         // OCP Falcon 0.9 §9.2.2.2: at rotation the CM updates Remote Time
         // from the current estimate of the transmitter's time.
@@ -190,6 +265,34 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         security.replay.reseed(estimate);
         conn.remote_time_at = now;
         Ok((spi, key))
+    }
+
+    /// Step 2 at `now` for every live connection still expecting an SPI of
+    /// the previous generation ([`connections_to_rekey`](Self::connections_to_rekey)):
+    /// what a runner calls on each engine after it followed the node's
+    /// rotation. Returns the SAs for the peers (step 3 there), in the order
+    /// of the connections' slots.
+    ///
+    /// # Errors
+    ///
+    /// The first [`RotationError`] of [`rekey_receive`](Self::rekey_receive);
+    /// the connections before it are rekeyed (call again for the rest).
+    pub fn rekey_connections(
+        &mut self,
+        now: Timestamp,
+        version: Version,
+    ) -> Result<Vec<NewReceiveSa>, RotationError> {
+        self.connections_to_rekey()
+            .into_iter()
+            .map(|connection| {
+                let (spi, key) = self.rekey_receive(now, connection, version)?;
+                Ok(NewReceiveSa {
+                    connection,
+                    spi,
+                    key,
+                })
+            })
+            .collect()
     }
 
     /// Step 3 at the peer: sends on `connection` with (`spi`, `key`) from
@@ -239,18 +342,24 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     }
 
     /// Step 5: AllowPrevGen = 0; from now on only the current generation's
-    /// SPIs pass.
+    /// SPIs pass this engine. The node's rotation ends once every shard's
+    /// has.
     ///
     /// # Errors
     ///
-    /// [`RotationError::PspOff`], or [`RotationError::NotRekeyed`] while
-    /// connections have not had step 2 (nothing changes then).
+    /// [`RotationError::PspOff`], [`RotationError::Behind`] (the node
+    /// rotated since this engine followed), or
+    /// [`RotationError::NotRekeyed`] while connections have not had step 2
+    /// (nothing changes then).
     pub fn end_key_rotation(&mut self) -> Result<(), RotationError> {
         let stale = self.connections_to_rekey().len();
         let psp = self.psp.as_mut().ok_or(RotationError::PspOff)?;
         if stale > 0 {
             return Err(RotationError::NotRekeyed(stale));
         }
+        self.shard
+            .node
+            .end_rotation(self.shard.shard, self.shard.rotations)?;
         psp.globals.end_rotation();
         Ok(())
     }

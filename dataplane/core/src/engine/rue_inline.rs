@@ -20,6 +20,14 @@
 //! id base), so the state table is dense. Never drops an event: one the
 //! admission refuses (a full queue) stays pending in the delivery sublayer
 //! and is offered again at the connection's next input or result.
+//!
+//! A slot outlives its connections, so the id alone does not name one: a
+//! connection's events carry its slot generation as their instance (24
+//! bits of it, `rue::format`, "Connection instances"), its first event
+//! `new_instance` so that the RUE, inline or on its own core, starts the
+//! id's state from blank; a result whose instance is not the connection's
+//! belongs to the slot's previous connection and is dropped
+//! (`rue_results_stale`).
 
 use rue::{CcEvent, CcResult};
 
@@ -123,7 +131,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     }
 
     /// Applies one result to its connection; false if it has none (closed,
-    /// failed, or an id outside this engine).
+    /// failed, an id outside this engine, or a result of the slot's
+    /// previous connection, counted as stale).
     fn apply_rue_result(&mut self, now: Timestamp, result: &CcResult) -> bool {
         let slot = result.connection_id.wrapping_sub(self.rue_id_base());
         let Some(conn) = self
@@ -133,6 +142,10 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         else {
             return false;
         };
+        if result.instance != conn.delivery.rue_instance() {
+            self.stats.rue_results_stale += 1;
+            return false;
+        }
         if !conn.delivery.handle_rue_result(now, result) {
             return false;
         }
@@ -177,8 +190,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     }
 
     /// External RUE: a result from the RUE's result queue. Returns whether
-    /// a connection took it (false: closed, failed, or not this engine's id
-    /// range — counted as `rue_results_unmatched`).
+    /// a connection took it (false: closed, failed, not this engine's id
+    /// range, or of a closed connection whose slot was reused — counted as
+    /// `rue_results_unmatched`, the last also as `rue_results_stale`).
     pub fn handle_rue_result(&mut self, now: Timestamp, result: &CcResult) -> bool {
         let applied = self.apply_rue_result(now, result);
         if !applied {

@@ -3,9 +3,10 @@
 //! benchmarks and the tests.
 //!
 //! Layer: engine, setup only (not on the datapath). Owns [`PairSpec`] and
-//! [`connect`], which allocate each side's receive SPI, hand the derived
-//! keys to the other side, and add mirrored connections (CIDs, initial
-//! PSNs and RSNs, addresses).
+//! [`connect`], which allocate each side's receive SPI (from its shard's
+//! range of its node's SPIs, under its node's current generation), hand
+//! the derived keys to the other side, and add mirrored connections (CIDs,
+//! initial PSNs and RSNs, addresses).
 
 use psp::Version;
 
@@ -81,15 +82,24 @@ pub fn connect<B: PacketBuf, S: DataSource>(
     b: &mut Engine<B, S>,
     spec: &PairSpec,
 ) -> Result<(ConnectionHandle, ConnectionHandle), ConfigError> {
-    let (psp_a, psp_b) = match (a.psp.is_some(), b.psp.is_some()) {
-        (false, false) => (None, None),
-        (true, true) => {
+    let (psp_a, psp_b) = match (&a.psp, &b.psp) {
+        (None, None) => (None, None),
+        (Some(a_psp), Some(b_psp)) => {
+            // A receive SPI is of its receiver's current generation (OCP
+            // Falcon 0.9 §9.2.1), which rotations advance.
+            let (gen_a, gen_b) = (a_psp.globals.cur_gen, b_psp.globals.cur_gen);
             // Each receiver picks its SPI; the sender gets the derived key.
             let (spi_a, key_to_a) = a.allocate_spi(spec.version)?;
             let (spi_b, key_to_b) = b.allocate_spi(spec.version)?;
             (
-                Some(ConnectionPsp::new(spi_b, key_to_b, spi_a)),
-                Some(ConnectionPsp::new(spi_a, key_to_a, spi_b)),
+                Some(ConnectionPsp {
+                    rx_generation: gen_a,
+                    ..ConnectionPsp::new(spi_b, key_to_b, spi_a)
+                }),
+                Some(ConnectionPsp {
+                    rx_generation: gen_b,
+                    ..ConnectionPsp::new(spi_a, key_to_a, spi_b)
+                }),
             )
         }
         _ => {

@@ -36,7 +36,9 @@ pub struct EngineStats {
     pub retransmissions_early: u64,
     /// Resyncs sent.
     pub resyncs: u64,
-    /// PSP key rotations begun (`Engine::begin_key_rotation`).
+    /// PSP master-key rotations this engine took over (its own
+    /// `Engine::begin_key_rotation`, or `Engine::follow_key_rotation` after
+    /// its node's).
     pub key_rotations: u64,
     /// The transaction sublayer's counters (submits, completions by code,
     /// deliveries, RNR, resource NACKs, Xon/Xoff, timeouts).
@@ -52,6 +54,10 @@ pub struct EngineStats {
     /// Results from an external RUE that no connection took (closed,
     /// failed, or an id outside this engine's range).
     pub rue_results_unmatched: u64,
+    /// Of those, results of a closed connection whose slot a new connection
+    /// holds now (another instance of the RUE connection id): dropped, not
+    /// applied to the new one.
+    pub rue_results_stale: u64,
     /// Smallest fcwnd any connection had (initial or set by the RUE), in
     /// packets.
     pub fcwnd_min: f64,
@@ -101,6 +107,7 @@ impl Default for EngineStats {
             rue_results: 0,
             rue_queue_full: 0,
             rue_results_unmatched: 0,
+            rue_results_stale: 0,
             fcwnd_min: f64::INFINITY,
             fcwnd_max: 0.0,
             ncwnd_min: u16::MAX,
@@ -178,6 +185,7 @@ impl EngineStats {
         self.rue_results += other.rue_results;
         self.rue_queue_full += other.rue_queue_full;
         self.rue_results_unmatched += other.rue_results_unmatched;
+        self.rue_results_stale += other.rue_results_stale;
         self.fcwnd_min = self.fcwnd_min.min(other.fcwnd_min);
         self.fcwnd_max = self.fcwnd_max.max(other.fcwnd_max);
         self.ncwnd_min = self.ncwnd_min.min(other.ncwnd_min);

@@ -37,6 +37,7 @@ mod harness;
 mod header_checks;
 mod load;
 mod mbuf;
+mod node;
 mod rotation;
 mod rue_external;
 

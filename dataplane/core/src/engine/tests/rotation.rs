@@ -388,3 +388,34 @@ fn rapid_rotation_keeps_pushes_and_pulls_alive() {
         assert!(rotations >= 10, "seed {seed}: {rotations} rotations");
     }
 }
+
+/// A connection set up after a rotation ended expects its SPI under the
+/// receiver's current generation (OCP Falcon 0.9 §9.2.1): its packets pass
+/// the SPI check, and it is rekeyed with the others at the next rotation.
+#[test]
+fn connections_set_up_after_a_rotation_pass_the_spi_check() {
+    let mut t = Bench::new();
+    for (engine, key) in [(&mut t.a, 0x61), (&mut t.b, 0x62)] {
+        engine
+            .begin_key_rotation(MasterKey::new([key; 32]))
+            .expect("begin");
+    }
+    rekey_pair(t.now, &mut t.a, &mut t.b, (t.ca, t.cb), Version::Aes128Gcm).expect("rekey");
+    t.a.end_key_rotation().expect("end");
+    t.b.end_key_rotation().expect("end");
+
+    let spec = crate::engine::PairSpec {
+        a_cid: crate::ids::ConnectionId::truncating(0x11),
+        b_cid: crate::ids::ConnectionId::truncating(0x21),
+        ..crate::engine::PairSpec::default()
+    };
+    let (ca2, cb2) = crate::engine::connect(t.now, &mut t.a, &mut t.b, &spec).expect("connect");
+    (t.ca, t.cb) = (ca2, cb2);
+    let frame = t.push_frame(5);
+    assert_eq!(t.deliver_to_b(&frame), 1, "the new connection's push");
+    assert_eq!(spi_drops(&t.b), 0);
+
+    t.b.begin_key_rotation(MasterKey::new([0x63; 32]))
+        .expect("begin");
+    assert_eq!(t.b.connections_to_rekey().len(), 2, "both connections");
+}
