@@ -163,7 +163,9 @@ pub struct DeliveryConnection {
     pub(super) rng: SplitMix64,
     /// Lower bound of the earliest retransmit deadline (see `retransmit`).
     pub(super) retransmit_timer: Option<Timestamp>,
-    pub(super) rack: Option<RackState>,
+    /// Boxed: off by default (an opt-in extension), and 120 bytes inline
+    /// in every connection otherwise.
+    pub(super) rack: Option<Box<RackState>>,
     /// First transmissions paused by OWN (isekai extension), per window.
     pub(super) own_paused: [bool; 2],
     /// The xLR drop filter (off unless the CM sets it).
@@ -204,7 +206,7 @@ impl DeliveryConnection {
             ar_policy: AckRequestPolicy::default(),
             rng: SplitMix64::new(params.seed),
             retransmit_timer: None,
-            rack: config.rack_tlp.map(RackState::new),
+            rack: config.rack_tlp.map(|c| Box::new(RackState::new(c))),
             own_paused: [false; 2],
             xlr: XlrFilter::default(),
             round_robin: 0,
@@ -601,7 +603,7 @@ impl DeliveryConnection {
         };
         consider(self.coalescing.timer());
         consider(self.pacer.release());
-        consider(self.rack.as_ref().and_then(RackState::timeout));
+        consider(self.rack.as_deref().and_then(RackState::timeout));
         earliest
     }
 
