@@ -271,8 +271,8 @@ impl<K: Copy> TimingWheel<K> {
         let in_slots = first_occupied(&self.occupied, (self.current & self.mask) as usize)
             .and_then(|index| self.slots[index].iter().map(|entry| entry.deadline).min());
         let next_turn = ((self.current >> self.shift) + 1) & self.mask;
-        let in_far = first_occupied(&self.far_occupied, next_turn as usize)
-            .map(|index| self.far_min[index]);
+        let in_far =
+            first_occupied(&self.far_occupied, next_turn as usize).map(|index| self.far_min[index]);
         let far = self.overflow.peek().map(|Reverse(far)| far.deadline);
         [in_slots, in_far, far].into_iter().flatten().min()
     }
@@ -401,7 +401,11 @@ mod tests {
         let beyond = start + Duration::from_millis(5);
         wheel.insert(1u32, second);
         wheel.insert(2, beyond);
-        assert_eq!(wheel.overflow.len(), 1, "only the 5 ms deadline is in the heap");
+        assert_eq!(
+            wheel.overflow.len(),
+            1,
+            "only the 5 ms deadline is in the heap"
+        );
         assert_eq!(wheel.far_slots.iter().map(Vec::len).sum::<usize>(), 1);
         // Advance 40 µs: the first level now reaches past 70 µs, and a
         // deadline at 72 µs lands in it, while the one at 110 µs, put in

@@ -86,6 +86,12 @@ pub struct Report {
     pub rss_bytes_per_connection: f64,
     /// Heap bytes of the larger engine with its N connections, GiB.
     pub engine_gib: f64,
+    /// Heap bytes per connection per engine after the run, both engines'
+    /// growth since before they were built over 2 N: what the connections
+    /// that carried a transaction grew (retransmit and transaction slot
+    /// rings allocated at first use), the engines' free lists and the
+    /// loopback's frames included.
+    pub bytes_per_connection_after_run: f64,
     /// The same at 1 000 connections, per connection.
     pub bytes_per_connection_1k: f64,
     /// 64-byte push transactions completed per second at N connections.
@@ -119,6 +125,8 @@ pub struct Report {
     /// loopback loses nothing).
     pub retransmissions: u64,
     pub drops: u64,
+    /// The drops by reason (both engines at N), those counted only.
+    pub drops_by_reason: std::collections::BTreeMap<&'static str, u64>,
     pub build: &'static str,
 }
 
@@ -195,6 +203,13 @@ pub fn run(args: &BenchScaleArgs) -> Result<Report> {
     let [initiator, target] = large.memory;
     let bytes_per_connection = per(initiator.live_bytes.max(target.live_bytes));
     let (sa, sb) = (large.a.stats(), large.b.stats());
+    let mut drops_by_reason = std::collections::BTreeMap::new();
+    for (reason, count) in sa.drops.iter().chain(sb.drops.iter()) {
+        if count > 0 {
+            *drops_by_reason.entry(reason).or_insert(0) += count;
+        }
+    }
+    let after_run = Heap::now().since(large.heap_before).live_bytes;
     Ok(Report {
         connections: args.connections,
         bytes_per_connection,
@@ -205,6 +220,7 @@ pub fn run(args: &BenchScaleArgs) -> Result<Report> {
         allocations_per_connection: initiator.allocations as f64 / n,
         rss_bytes_per_connection: large.rss_bytes as f64 / (2.0 * n),
         engine_gib: initiator.live_bytes.max(target.live_bytes) as f64 / f64::from(1u32 << 30),
+        bytes_per_connection_after_run: after_run as f64 / (2.0 * n),
         bytes_per_connection_1k: {
             let [a, b] = reference.memory;
             a.live_bytes.max(b.live_bytes) as f64 / f64::from(REFERENCE_CONNECTIONS)
@@ -224,6 +240,7 @@ pub fn run(args: &BenchScaleArgs) -> Result<Report> {
         meets_ratio_bar: ratio_to_1k >= BAR_RATIO,
         retransmissions: sa.retransmissions + sb.retransmissions,
         drops: sa.drops.total() + sb.drops.total(),
+        drops_by_reason,
         build: if cfg!(debug_assertions) {
             "debug"
         } else {
@@ -252,6 +269,10 @@ pub fn print_text(r: &Report) {
         r.allocations_per_connection,
         r.rss_bytes_per_connection,
         r.engine_gib
+    );
+    println!(
+        "           {:8.0} B per connection per engine after the run (rings of the connections used)",
+        r.bytes_per_connection_after_run
     );
     println!(
         "  ops      {:8.0} /s at {} connections, {:.0} /s at {}: ratio {:.3} ({:.3}..{:.3}; bar {}) {}",
@@ -376,6 +397,8 @@ struct Scale {
     engine_new: HeapDelta,
     /// Resident-set growth over the whole setup.
     rss_bytes: u64,
+    /// The heap before either engine was built.
+    heap_before: Heap,
 }
 
 impl Scale {
@@ -412,7 +435,8 @@ impl Scale {
         let used = vec![false; n as usize];
         let rss_before = resident_bytes().unwrap_or(0);
         let mut memory = [HeapDelta::default(); 2];
-        let before = Heap::now();
+        let heap_before = Heap::now();
+        let before = heap_before;
         let mut a = Engine::new(config_a, now).map_err(|e| failed("engine", &e))?;
         let engine_new = Heap::now().since(before);
         memory[0] += engine_new;
@@ -489,6 +513,7 @@ impl Scale {
             memory,
             engine_new,
             rss_bytes,
+            heap_before,
         })
     }
 
