@@ -51,7 +51,16 @@ fn bench_scale_reports_memory_and_op_rate_at_n_and_at_1k() {
     assert_eq!(v["rounds"], 10);
     assert_eq!(v["push_bytes"], 64);
     assert_eq!(v["meets_memory_bar"], bytes <= 2147.0);
-    assert_eq!(v["drops"], 0, "{v}");
+    // Drops need a stalled host (an RTO retransmission arriving after its
+    // original): not asserted absent, but each one is counted by reason.
+    let by_reason: u64 = v["drops_by_reason"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(v["drops"].as_u64(), Some(by_reason), "{v}");
+    assert!(f("bytes_per_connection_after_run") > 0.0, "{v}");
 }
 
 #[test]
