@@ -364,7 +364,7 @@ impl Choice {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        ((x >> 32) * u64::from(n) >> 32) as u32
+        (((x >> 32) * u64::from(n)) >> 32) as u32
     }
 }
 
