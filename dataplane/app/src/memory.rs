@@ -67,6 +67,16 @@ pub fn resident_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
+/// Memory the kernel says can be allocated without swapping, bytes
+/// (`MemAvailable` of `/proc/meminfo`); `None` where that is not to be
+/// read.
+pub fn available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,7 +97,8 @@ mod tests {
     }
 
     #[test]
-    fn resident_set_is_read() {
+    fn resident_set_and_available_memory_are_read() {
         assert!(resident_bytes().is_some_and(|b| b > 0));
+        assert!(available_bytes().is_some_and(|b| b > 0));
     }
 }

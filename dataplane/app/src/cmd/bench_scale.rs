@@ -44,7 +44,7 @@ use serde::Serialize;
 
 use crate::cli::BenchScaleArgs;
 use crate::error::{AppError, Result};
-use crate::memory::{resident_bytes, Heap, HeapDelta};
+use crate::memory::{available_bytes, resident_bytes, Heap, HeapDelta};
 
 /// DESIGN §8: 1 M connections in ≤ 2 GiB, per connection (2^31 / 10^6).
 pub const BAR_BYTES_PER_CONNECTION: f64 = 2_147.0;
@@ -161,6 +161,9 @@ pub fn run(args: &BenchScaleArgs) -> Result<Report> {
     }
     let mut progress = Progress::new(args.quiet);
     let reference = Scale::new(REFERENCE_CONNECTIONS, args, &mut progress)?;
+    let [a, b] = reference.memory;
+    let per_connection = a.live_bytes.max(b.live_bytes) as f64 / f64::from(REFERENCE_CONNECTIONS);
+    check_fits(per_connection, args.connections, available_bytes())?;
     let setup_start = Instant::now();
     let mut large = Scale::new(args.connections, args, &mut progress)?;
     let setup_seconds = setup_start.elapsed().as_secs_f64();
@@ -296,6 +299,28 @@ pub fn print_text(r: &Report) {
         r.retransmissions,
         r.drops
     );
+}
+
+/// Refuses an N whose two engines would not fit the memory available, as
+/// estimated from the bytes a connection took at 1 000 (which carry the
+/// engines' fixed parts too, so the estimate is high): swapping or the
+/// OOM killer would measure nothing, on a machine others share.
+fn check_fits(per_connection: f64, connections: u32, available: Option<u64>) -> Result<()> {
+    let Some(available) = available else {
+        return Ok(());
+    };
+    let need = per_connection * 2.0 * f64::from(connections);
+    let gib = |bytes: f64| bytes / f64::from(1u32 << 30);
+    if need > 0.9 * available as f64 {
+        return Err(AppError::Usage(format!(
+            "--connections {connections}: the two engines need about {:.1} GiB \
+             ({per_connection:.0} B a connection each, measured at {REFERENCE_CONNECTIONS}), \
+             more than the {:.1} GiB available; ask for fewer",
+            gib(need),
+            gib(available as f64)
+        )));
+    }
+    Ok(())
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -604,6 +629,17 @@ impl Scale {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refuses_what_would_not_fit() {
+        let gib = 1u64 << 30;
+        assert!(check_fits(20_000.0, 1_000_000, Some(24 * gib)).is_err());
+        assert!(check_fits(2_500.0, 1_000_000, Some(24 * gib)).is_ok());
+        assert!(
+            check_fits(20_000.0, 1_000_000, None).is_ok(),
+            "unknown: try"
+        );
+    }
 
     #[test]
     fn choice_is_uniform_enough_and_in_range() {
