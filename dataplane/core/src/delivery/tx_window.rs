@@ -49,7 +49,7 @@ pub struct SentPacket {
     pub received: bool,
     /// RNR-NACKed: not retransmitted before this time (§11: max(RTO, RNR
     /// timeout) from the NACK).
-    pub rnr_until: Option<Timestamp>,
+    pub rnr_until: RnrUntil,
     /// Sent more than once (RACK's retransmission ambiguity).
     pub retransmitted: bool,
     /// Why the slot was last marked for retransmission.
@@ -78,7 +78,7 @@ impl SentPacket {
             in_orc: false,
             in_orrc: false,
             received: false,
-            rnr_until: None,
+            rnr_until: RnrUntil::NONE,
             retransmitted: false,
             reason: Retransmission::Timeout,
         }
@@ -98,6 +98,33 @@ impl SentPacket {
     }
 }
 
+/// An RNR deferral's end, or none, in 8 bytes where `Option<Timestamp>`
+/// took 16 of a 56-byte slot (48 now): `Timestamp::ZERO` stands for none.
+/// A deferral ends a positive timeout after its NACK, so never at zero;
+/// [`at`](Self::at) moves a zero to the first nanosecond all the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RnrUntil(Timestamp);
+
+impl RnrUntil {
+    /// No deferral.
+    pub const NONE: RnrUntil = RnrUntil(Timestamp::ZERO);
+
+    /// Deferred until `until`.
+    pub fn at(until: Timestamp) -> RnrUntil {
+        RnrUntil(until.max(Timestamp::from_nanos(1)))
+    }
+
+    /// The end of the deferral, if there is one.
+    pub fn get(self) -> Option<Timestamp> {
+        (self != RnrUntil::NONE).then_some(self.0)
+    }
+
+    /// There is a deferral.
+    pub fn is_some(self) -> bool {
+        self != RnrUntil::NONE
+    }
+}
+
 /// Slots a window's ring has at its first transmission: room for a small
 /// burst; a busy connection doubles it a few times, once.
 pub const INITIAL_SLOTS: u32 = 8;
@@ -114,7 +141,7 @@ const EMPTY_SLOT: SentPacket = SentPacket {
     in_orc: false,
     in_orrc: false,
     received: false,
-    rnr_until: None,
+    rnr_until: RnrUntil::NONE,
     retransmitted: false,
     reason: Retransmission::Timeout,
 };
@@ -295,7 +322,7 @@ impl TxWindow {
         slot.in_orc = in_orc;
         slot.in_orrc = false;
         slot.received = false;
-        slot.rnr_until = None;
+        slot.rnr_until = RnrUntil::NONE;
         slot.retransmitted = false;
         slot.reason = Retransmission::Timeout;
         self.debug_assert_bits_clear(psn);
@@ -402,7 +429,7 @@ impl TxWindow {
         let Some(slot) = self.slot_mut(psn) else {
             return;
         };
-        slot.rnr_until = Some(until);
+        slot.rnr_until = RnrUntil::at(until);
         if slot.in_orrc {
             slot.in_orrc = false;
             self.outstanding_retransmitted -= 1;
@@ -460,7 +487,7 @@ impl TxWindow {
         let slot = &mut self.slots[(psn.value() & self.mask) as usize];
         slot.last_tx = now;
         slot.retransmitted = true;
-        slot.rnr_until = None;
+        slot.rnr_until = RnrUntil::NONE;
         // Until an EACK says otherwise, the new copy may be lost: RTO again.
         slot.received = false;
         if slot.is_request() && !slot.in_orrc {
@@ -560,6 +587,20 @@ mod tests {
 
     fn packet(kind: PacketKind, rsn: u32) -> SentPacket {
         SentPacket::new(kind, Rsn::new(rsn), 0, 0, PayloadHandle(u64::from(rsn)))
+    }
+
+    #[test]
+    fn rnr_deferral_fits_eight_bytes_and_zero_is_none() {
+        assert_eq!(core::mem::size_of::<RnrUntil>(), 8);
+        assert_eq!(core::mem::size_of::<SentPacket>(), 48);
+        assert_eq!(RnrUntil::NONE.get(), None);
+        assert!(!RnrUntil::NONE.is_some());
+        let t = Timestamp::from_micros(3);
+        assert_eq!(RnrUntil::at(t).get(), Some(t));
+        assert_eq!(
+            RnrUntil::at(Timestamp::ZERO).get(),
+            Some(Timestamp::from_nanos(1))
+        );
     }
 
     #[test]

@@ -141,7 +141,7 @@ mod layout {
             (
                 "SentPacket (a retransmit slot)",
                 size_of::<crate::delivery::tx_window::SentPacket>(),
-                56,
+                48,
             ),
         ];
         for (name, size, _) in parts {
