@@ -242,6 +242,43 @@ pub enum BenchCommand {
     /// memory, no crypto: Push Data packets per second through transmit,
     /// receive, ULP ACK and the ACKs back (`delivery_mpps`).
     Core(BenchCoreArgs),
+    /// One initiator and one target engine with N established connections
+    /// each (PSP on, Swift inline): heap bytes per connection, measured
+    /// from the allocator, and 64-byte push transactions per second on
+    /// connections picked at random, against the same at 1 000
+    /// connections in the same run.
+    ///
+    /// Bars (DESIGN §8): 1 M connections in ≤ 2 GiB (≤ 2147 bytes per
+    /// connection per engine, all state included), op rate at 1 M ≥ 0.7
+    /// of the rate at 1 K. Progress goes to stderr once a second.
+    Scale(BenchScaleArgs),
+}
+
+/// `falcon bench scale`: memory per connection and the op rate at N
+/// connections against 1 000.
+#[derive(Debug, Args)]
+pub struct BenchScaleArgs {
+    /// Connections on each engine (CIDs 1..=N; at most 2^24).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    pub connections: u32,
+    /// Measuring time, seconds, for each of the two runs (N and 1 000),
+    /// cut into 10 interleaved slices; a warm-up of half a slice each comes
+    /// first.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// 64-byte push transactions the initiator keeps outstanding, each on
+    /// a connection picked at random.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub depth: u32,
+    /// Seed of the connection choice.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `falcon bench core`: Falcon core loop on one core, in memory, no crypto:

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cmd;
 pub mod democfg;
 pub mod error;
+pub mod memory;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
@@ -88,6 +89,15 @@ pub fn run(cli: Cli) -> Result<()> {
                 println!("{}", serde_json::to_string(&report).unwrap_or_default());
             } else {
                 cmd::bench_core::print_text(&report);
+            }
+            Ok(())
+        }
+        Command::Bench(BenchCommand::Scale(args)) => {
+            let report = cmd::bench_scale::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::bench_scale::print_text(&report);
             }
             Ok(())
         }

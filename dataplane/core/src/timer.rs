@@ -4,7 +4,8 @@
 //! expiries"; spec/style-models.md §7.5). Owns [`TimingWheel`], a
 //! single-level hashed wheel of 512 ns slots (the timing-wheel unit the RUE's
 //! pacing gap is expressed in, DESIGN.md §4, spec/rue.md §1.11 item 8) with
-//! an overflow heap for deadlines beyond its horizon. It stores opaque keys
+//! a second, coarser level and an overflow heap for deadlines beyond its
+//! horizon. It stores opaque keys
 //! with their deadlines and hands back the expired ones; it knows nothing of
 //! connections and never reads a clock.
 //!
@@ -15,17 +16,26 @@
 //!   A slot holds the entries whose deadline falls in that 512 ns tick;
 //!   within the horizon each tick maps to exactly one slot.
 //! * Deadlines beyond the horizon (RNR waits, transaction soft-state
-//!   timeouts, long RTOs) wait in a binary heap and move into their slot
-//!   when the wheel turns within reach of them.
+//!   timeouts, long RTOs) wait in a second level of as many slots, each one
+//!   first-level turn long (default 2.1 ms; 8.6 s in all), and move into
+//!   the first level, all of a slot at once, when the wheel turns into that
+//!   slot's turn. Only deadlines beyond that wait in a binary heap. Every
+//!   connection that carried a transaction holds a 1 s soft-state deadline:
+//!   in a heap, with a million connections, each insertion and each
+//!   removal walked ~20 levels of a heap of hundreds of thousands of
+//!   entries, cache misses all (8.7 % of `falcon bench scale --connections
+//!   1000000`'s cycles in `BinaryHeap::pop`); a second-level slot takes
+//!   them in O(1).
 //! * [`next_deadline`] (`poll_timeout`) reads the earliest deadline, kept
 //!   on insert; an expiry that took entries out finds it again, and an
-//!   occupancy bitmap over the slots makes that a scan of at most
-//!   `slots / 64` words.
+//!   occupancy bitmap over each level's slots makes that a scan of at most
+//!   `slots / 64` words a level (each second-level slot keeps its earliest
+//!   deadline, so none is scanned entry by entry).
 //! * Deadlines are exact to the nanosecond: an entry fires when
 //!   `deadline <= now`, never early; the slot only buckets it.
 //!
 //! Insertion is O(1) (O(log n) for the overflow); expiry is O(slots passed
-//! plus entries fired). There is no removal: the engine re-inserts a
+//! plus entries fired or moved down a level). There is no removal: the engine re-inserts a
 //! connection when its deadline moves earlier and ignores stale entries
 //! when they fire (lazy deletion, as the delivery layer does with its
 //! retransmit timer). Slot vectors keep their capacity, so a warmed-up
@@ -51,6 +61,16 @@ pub struct TimingWheel<K> {
     /// The tick (deadline / 512 ns) the wheel has turned to: every entry in
     /// a slot has a tick in `current..current + slots`.
     current: u64,
+    /// The second level: slot `j` holds the entries whose first-level turn
+    /// (`tick >> shift`) is `≡ j` and lies in `turn(current) + 1 ..
+    /// turn(current) + slots`.
+    far_slots: Vec<Vec<Entry<K>>>,
+    far_occupied: Vec<u64>,
+    /// The earliest deadline of each second-level slot (`Timestamp::MAX`
+    /// when empty).
+    far_min: Vec<Timestamp>,
+    /// log2 of the first level's slot count.
+    shift: u32,
     overflow: BinaryHeap<Reverse<Far<K>>>,
     sequence: u64,
     len: usize,
@@ -105,6 +125,10 @@ impl<K: Copy> TimingWheel<K> {
             occupied: vec![0; slots / 64],
             mask: slots as u64 - 1,
             current: tick(now),
+            far_slots: (0..slots).map(|_| Vec::new()).collect(),
+            far_occupied: vec![0; slots / 64],
+            far_min: vec![Timestamp::MAX; slots],
+            shift: slots.trailing_zeros(),
             overflow: BinaryHeap::new(),
             sequence: 0,
             len: 0,
@@ -119,15 +143,30 @@ impl<K: Copy> TimingWheel<K> {
         self.next = Some(self.next.map_or(deadline, |next| next.min(deadline)));
         let at = tick(deadline).max(self.current);
         if at - self.current > self.mask {
-            self.sequence += 1;
-            self.overflow.push(Reverse(Far {
-                deadline,
-                sequence: self.sequence,
-                key,
-            }));
+            self.place_far(at, Entry { deadline, key });
             return;
         }
         self.put(at, Entry { deadline, key });
+    }
+
+    /// An entry beyond the first level's horizon: into its second-level
+    /// slot, or the heap beyond that.
+    #[cold]
+    fn place_far(&mut self, at: u64, entry: Entry<K>) {
+        let turn = at >> self.shift;
+        if turn - (self.current >> self.shift) > self.mask {
+            self.sequence += 1;
+            self.overflow.push(Reverse(Far {
+                deadline: entry.deadline,
+                sequence: self.sequence,
+                key: entry.key,
+            }));
+            return;
+        }
+        let index = (turn & self.mask) as usize;
+        self.far_min[index] = self.far_min[index].min(entry.deadline);
+        self.far_slots[index].push(entry);
+        set_bit(&mut self.far_occupied, index, true);
     }
 
     /// Turns the wheel to `now` and appends every entry with
@@ -166,28 +205,56 @@ impl<K: Copy> TimingWheel<K> {
                 self.set_occupied(index, false);
             }
         }
+        let from_turn = self.current >> self.shift;
         self.current = target;
-        // Far entries now within the horizon move into their slots.
+        // Second-level slots whose turn came move down whole: every entry's
+        // tick is now within the first level's horizon.
+        let to_turn = target >> self.shift;
+        let turns = (to_turn - from_turn).min(slots);
+        for i in 1..=turns {
+            let index = ((from_turn + i) & self.mask) as usize;
+            if !get_bit(&self.far_occupied, index) {
+                continue;
+            }
+            set_bit(&mut self.far_occupied, index, false);
+            self.far_min[index] = Timestamp::MAX;
+            let mut moved = core::mem::take(&mut self.far_slots[index]);
+            for entry in moved.drain(..) {
+                self.settle(entry, now, out);
+            }
+            // The slot keeps its vector's capacity.
+            self.far_slots[index] = moved;
+        }
+        // Heap entries now within the second level's reach move into it.
         while let Some(Reverse(far)) = self.overflow.peek() {
-            let at = tick(far.deadline).max(self.current);
-            if at - self.current > self.mask {
+            let turn = tick(far.deadline).max(self.current) >> self.shift;
+            if turn - (self.current >> self.shift) > self.mask {
                 break;
             }
             let Some(Reverse(far)) = self.overflow.pop() else {
                 break;
             };
-            if far.deadline <= now {
-                self.len -= 1;
-                out.push((far.key, far.deadline));
-            } else {
-                self.put(
-                    at,
-                    Entry {
-                        deadline: far.deadline,
-                        key: far.key,
-                    },
-                );
-            }
+            let entry = Entry {
+                deadline: far.deadline,
+                key: far.key,
+            };
+            self.settle(entry, now, out);
+        }
+    }
+
+    /// An entry moving down a level: fired if due, else put where its
+    /// deadline now belongs.
+    fn settle(&mut self, entry: Entry<K>, now: Timestamp, out: &mut Vec<(K, Timestamp)>) {
+        if entry.deadline <= now {
+            self.len -= 1;
+            out.push((entry.key, entry.deadline));
+            return;
+        }
+        let at = tick(entry.deadline).max(self.current);
+        if at - self.current > self.mask {
+            self.place_far(at, entry);
+        } else {
+            self.put(at, entry);
         }
     }
 
@@ -197,16 +264,17 @@ impl<K: Copy> TimingWheel<K> {
     }
 
     /// The earliest deadline held, searched for: the first occupied slot's
-    /// minimum against the overflow's.
+    /// minimum against the first occupied second-level slot's and the
+    /// overflow's. (A second-level entry may be earlier than every
+    /// first-level one: it went there when the wheel stood further back.)
     fn scan_next(&self) -> Option<Timestamp> {
-        let in_slots = self
-            .first_occupied()
+        let in_slots = first_occupied(&self.occupied, (self.current & self.mask) as usize)
             .and_then(|index| self.slots[index].iter().map(|entry| entry.deadline).min());
+        let next_turn = ((self.current >> self.shift) + 1) & self.mask;
+        let in_far =
+            first_occupied(&self.far_occupied, next_turn as usize).map(|index| self.far_min[index]);
         let far = self.overflow.peek().map(|Reverse(far)| far.deadline);
-        match (in_slots, far) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [in_slots, in_far, far].into_iter().flatten().min()
     }
 
     /// Entries held.
@@ -232,38 +300,46 @@ impl<K: Copy> TimingWheel<K> {
     }
 
     fn is_occupied(&self, index: usize) -> bool {
-        self.occupied[index / 64] & (1 << (index % 64)) != 0
+        get_bit(&self.occupied, index)
     }
 
     fn set_occupied(&mut self, index: usize, on: bool) {
-        let bit = 1u64 << (index % 64);
-        if on {
-            self.occupied[index / 64] |= bit;
-        } else {
-            self.occupied[index / 64] &= !bit;
-        }
+        set_bit(&mut self.occupied, index, on);
     }
+}
 
-    /// The first occupied slot at or after the current tick, circularly:
-    /// the slot of the earliest tick held.
-    fn first_occupied(&self) -> Option<usize> {
-        let words = self.occupied.len();
-        let start = (self.current & self.mask) as usize;
-        let (word, bit) = (start / 64, start % 64);
-        let first = self.occupied[word] & (!0u64 << bit);
-        if first != 0 {
-            return Some(word * 64 + first.trailing_zeros() as usize);
-        }
-        for step in 1..words {
-            let w = (word + step) % words;
-            if self.occupied[w] != 0 {
-                return Some(w * 64 + self.occupied[w].trailing_zeros() as usize);
-            }
-        }
-        // Wrapped all the way: the bits of the start word before `bit`.
-        let last = self.occupied[word] & !(!0u64 << bit);
-        (last != 0).then(|| word * 64 + last.trailing_zeros() as usize)
+fn get_bit(bits: &[u64], index: usize) -> bool {
+    bits[index / 64] & (1 << (index % 64)) != 0
+}
+
+fn set_bit(bits: &mut [u64], index: usize, on: bool) {
+    let bit = 1u64 << (index % 64);
+    if on {
+        bits[index / 64] |= bit;
+    } else {
+        bits[index / 64] &= !bit;
     }
+}
+
+/// The first set bit of `bits` at or after `start`, circularly: the
+/// occupied slot of the earliest tick (or turn) held when `start` is the
+/// current one.
+fn first_occupied(bits: &[u64], start: usize) -> Option<usize> {
+    let words = bits.len();
+    let (word, bit) = (start / 64, start % 64);
+    let first = bits[word] & (!0u64 << bit);
+    if first != 0 {
+        return Some(word * 64 + first.trailing_zeros() as usize);
+    }
+    for step in 1..words {
+        let w = (word + step) % words;
+        if bits[w] != 0 {
+            return Some(w * 64 + bits[w].trailing_zeros() as usize);
+        }
+    }
+    // Wrapped all the way: the bits of the start word before `bit`.
+    let last = bits[word] & !(!0u64 << bit);
+    (last != 0).then(|| word * 64 + last.trailing_zeros() as usize)
 }
 
 /// The 512 ns tick of a timestamp.
@@ -313,6 +389,48 @@ mod tests {
         assert_eq!(wheel.next_deadline(), Some(far));
         wheel.expire(far + core::time::Duration::from_secs(10), &mut out);
         assert_eq!(out, vec![(7, far)]);
+    }
+
+    #[test]
+    fn second_level_holds_what_the_first_cannot_and_the_heap_only_beyond() {
+        use core::time::Duration;
+        let start = Timestamp::from_micros(10);
+        // 64 slots: a first level of 32.8 µs, a second of 64 × 32.8 µs.
+        let mut wheel = TimingWheel::new(64, start);
+        let second = start + Duration::from_micros(100);
+        let beyond = start + Duration::from_millis(5);
+        wheel.insert(1u32, second);
+        wheel.insert(2, beyond);
+        assert_eq!(
+            wheel.overflow.len(),
+            1,
+            "only the 5 ms deadline is in the heap"
+        );
+        assert_eq!(wheel.far_slots.iter().map(Vec::len).sum::<usize>(), 1);
+        // Advance 40 µs: the first level now reaches past 70 µs, and a
+        // deadline at 72 µs lands in it, while the one at 110 µs, put in
+        // the second level before, is still the earliest but one.
+        let mut out = Vec::new();
+        let now = start + Duration::from_micros(40);
+        wheel.expire(now, &mut out);
+        let near = now + Duration::from_micros(32);
+        wheel.insert(3, near);
+        assert_eq!(wheel.next_deadline(), Some(near));
+        wheel.expire(near, &mut out);
+        assert_eq!(out, vec![(3, near)]);
+        // The second-level entry is found as the earliest without a scan.
+        assert_eq!(wheel.next_deadline(), Some(second));
+        out.clear();
+        wheel.expire(second - Duration::from_nanos(1), &mut out);
+        assert!(out.is_empty(), "never early");
+        wheel.expire(second, &mut out);
+        assert_eq!(out, vec![(1, second)]);
+        assert_eq!(wheel.next_deadline(), Some(beyond));
+        out.clear();
+        // One jump past everything: the heap entry fires from wherever it is.
+        wheel.expire(beyond + Duration::from_secs(20), &mut out);
+        assert_eq!(out, vec![(2, beyond)]);
+        assert!(wheel.is_empty() && wheel.next_deadline().is_none());
     }
 
     #[derive(Debug, Clone)]

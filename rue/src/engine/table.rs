@@ -1,11 +1,16 @@
 //! The per-connection state table of the RUE core, split hot/cold.
 //!
 //! Layer: storage inside the engine, indexed by connection id. It owns every
-//! connection's algorithm state and nothing else; it never allocates after
-//! construction.
+//! connection's algorithm state and nothing else; after construction it
+//! allocates only a chunk of cold slots, at the first use of one of the
+//! chunk's [`COLD_CHUNK`] connections.
 //!
 //! Each connection has a 2-byte hot word, a 4-byte PLB word and a 64-byte
-//! cold slot (one cache line, a [`ConnectionState`]). Single-path Swift, the
+//! cold slot (one cache line, a [`ConnectionState`]). Cold slots come in
+//! chunks allocated when first written: single-path Swift never writes one
+//! unless a retransmit event or a caller's `get` moves its state there, and
+//! allocated up front they were 64 of the 70 bytes per connection (64 MiB
+//! at 1 M connections, `falcon bench scale`). Single-path Swift, the
 //! common case, keeps its ncwnd fraction in the hot word and its PLB
 //! counters in the PLB word (the rest of [`SwiftState`] is multipath's), and
 //! profiles without PLB and PRR never touch the PLB word. Everything else
@@ -72,6 +77,65 @@ impl Hot {
     }
 }
 
+/// Cold slots per chunk (64 KiB).
+pub const COLD_CHUNK: usize = 1024;
+
+/// An empty cold slot, read where a chunk is not allocated.
+static EMPTY_SLOT: Slot = Slot(ConnectionState::Empty);
+
+/// The cold slots of `len` connections in chunks of [`COLD_CHUNK`],
+/// allocated when one of their slots is first written. A slot of a chunk
+/// not allocated reads as [`ConnectionState::Empty`].
+#[derive(Clone, Debug)]
+pub(super) struct ColdSlots {
+    chunks: Vec<Option<Box<[Slot]>>>,
+    len: usize,
+}
+
+impl ColdSlots {
+    fn new(len: usize) -> Self {
+        ColdSlots {
+            chunks: vec![None; len.div_ceil(COLD_CHUNK)],
+            len,
+        }
+    }
+
+    #[inline]
+    pub(super) fn get(&self, index: usize) -> Option<&Slot> {
+        if index >= self.len {
+            return None;
+        }
+        Some(match &self.chunks[index / COLD_CHUNK] {
+            Some(chunk) => &chunk[index % COLD_CHUNK],
+            None => &EMPTY_SLOT,
+        })
+    }
+
+    /// The slot, its chunk allocated if it was not.
+    #[inline]
+    pub(super) fn get_mut(&mut self, index: usize) -> Option<&mut Slot> {
+        if index >= self.len {
+            return None;
+        }
+        let chunk = self.chunks[index / COLD_CHUNK]
+            .get_or_insert_with(|| vec![Slot::default(); COLD_CHUNK].into_boxed_slice());
+        Some(&mut chunk[index % COLD_CHUNK])
+    }
+
+    /// The slot if its chunk is allocated (a reset of a slot never written
+    /// allocates nothing).
+    fn get_mut_allocated(&mut self, index: usize) -> Option<&mut Slot> {
+        let chunk = self.chunks.get_mut(index / COLD_CHUNK)?.as_mut()?;
+        chunk.get_mut(index % COLD_CHUNK)
+    }
+
+    /// Chunks allocated.
+    #[cfg(test)]
+    fn allocated_chunks(&self) -> usize {
+        self.chunks.iter().filter(|c| c.is_some()).count()
+    }
+}
+
 /// The per-connection state table, indexed by connection id.
 ///
 /// Invariants: a connection's PLB word holds its Swift PLB counters while
@@ -80,19 +144,20 @@ impl Hot {
 pub struct StateTable {
     pub(super) hot: Vec<Hot>,
     pub(super) plb: Vec<PlbState>,
-    pub(super) cold: Vec<Slot>,
+    pub(super) cold: ColdSlots,
 }
 
 impl StateTable {
     /// A table for ids `0..connections`, all empty. Allocates
-    /// `connections × 70` bytes (2 MiB hot, 4 MiB PLB and 64 MiB cold for
-    /// 1 M connections).
+    /// `connections × 6` bytes and a pointer per [`COLD_CHUNK`] (2 MiB hot,
+    /// 4 MiB PLB for 1 M connections), then 64 KiB per chunk of cold slots
+    /// in use.
     pub fn new(connections: u32) -> Self {
         let n = connections as usize;
         StateTable {
             hot: vec![Hot::EMPTY; n],
             plb: vec![PlbState::default(); n],
-            cold: vec![Slot::default(); n],
+            cold: ColdSlots::new(n),
         }
     }
 
@@ -141,14 +206,12 @@ impl StateTable {
     /// Forgets a connection's state (when its id is reused).
     pub fn reset(&mut self, connection_id: u32) {
         let index = connection_id as usize;
-        if let (Some(hot), Some(plb), Some(slot)) = (
-            self.hot.get_mut(index),
-            self.plb.get_mut(index),
-            self.cold.get_mut(index),
-        ) {
+        if let (Some(hot), Some(plb)) = (self.hot.get_mut(index), self.plb.get_mut(index)) {
             *hot = Hot::EMPTY;
             *plb = PlbState::default();
-            slot.0 = ConnectionState::Empty;
+            if let Some(slot) = self.cold.get_mut_allocated(index) {
+                slot.0 = ConnectionState::Empty;
+            }
         }
     }
 
@@ -211,5 +274,40 @@ impl StateTable {
             u32::from(matches!(slot.0, ConnectionState::Empty))
         });
         self.touch_hot(connection_id, false) ^ cold
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cold_chunks_are_allocated_at_first_write_only() {
+        let n = 3 * COLD_CHUNK as u32 + 5;
+        let mut table = StateTable::new(n);
+        assert_eq!(table.cold.allocated_chunks(), 0);
+        table.reset(7);
+        assert_eq!(table.cold.allocated_chunks(), 0, "a reset writes nothing");
+        assert!(matches!(
+            table.cold.get(2 * COLD_CHUNK).map(|s| s.0),
+            Some(ConnectionState::Empty)
+        ));
+        assert!(table.cold.get(n as usize).is_none());
+        assert!(table.get_mut(n).is_none());
+        // A Swift state in the hot word moves to its cold slot when lent.
+        table.hot[COLD_CHUNK + 1] = Hot::swift(500);
+        let lent = table.get(COLD_CHUNK as u32 + 1).copied();
+        assert!(matches!(lent, Some(ConnectionState::Swift(s)) if s.ncwnd_fraction == 500));
+        assert_eq!(table.cold.allocated_chunks(), 1);
+        assert!(table.hot[COLD_CHUNK + 1].is_cold());
+        // The last, partial chunk holds the last ids.
+        assert!(table.get_mut(n - 1).is_some());
+        assert_eq!(table.cold.allocated_chunks(), 2);
+        table.reset(COLD_CHUNK as u32 + 1);
+        assert!(matches!(
+            table.cold.get(COLD_CHUNK + 1).map(|s| s.0),
+            Some(ConnectionState::Empty)
+        ));
+        assert_eq!(table.hot[COLD_CHUNK + 1], Hot::EMPTY);
     }
 }

@@ -4,6 +4,7 @@ pub mod bench_core;
 pub mod bench_loop;
 pub mod bench_psp;
 pub mod bench_rue;
+pub mod bench_scale;
 pub mod demo;
 pub mod pcap_decode;
 pub mod pcap_sample;

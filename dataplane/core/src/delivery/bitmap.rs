@@ -35,6 +35,17 @@ impl RingBitmap {
         }
     }
 
+    /// A bitmap of no bits, allocating nothing, for a ring not yet in use:
+    /// only empty ranges may be addressed in it (every range operation
+    /// takes `len` 0, no single bit is read or written) until it is
+    /// [`resized`](Self::resized).
+    pub fn empty() -> Self {
+        RingBitmap {
+            words: Box::new([]),
+            mask: 0,
+        }
+    }
+
     /// A bitmap of at least `min_bits` bits holding this one's bits of
     /// `[start, start + len)` (growing a ring: positions modulo the capacity
     /// change, so the live range is copied bit by bit). Allocates.
@@ -51,9 +62,9 @@ impl RingBitmap {
         grown
     }
 
-    /// Capacity in bits.
+    /// Capacity in bits (0 for [`empty`](Self::empty)).
     pub fn capacity(&self) -> u32 {
-        self.mask + 1
+        self.words.len() as u32 * 64
     }
 
     /// The bit of `psn`.
@@ -208,6 +219,21 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn empty_bitmap_answers_empty_ranges_and_resizes() {
+        let mut empty = RingBitmap::empty();
+        let start = Psn::new(u32::MAX);
+        assert_eq!(empty.capacity(), 0);
+        assert_eq!(empty.first_set(start, 100), None);
+        assert_eq!(empty.first_clear(start, 100), None);
+        assert_eq!(empty.count_ones(start, 100), 0);
+        empty.clear_range(start, 100);
+        let mut grown = empty.resized(8, start, 0);
+        assert_eq!(grown.capacity(), 64);
+        assert!(grown.set(start));
+        assert_eq!(grown.first_set(start, 1), Some(0));
+    }
 
     #[test]
     fn ring_bitmap_basics_across_the_wrap() {

@@ -20,7 +20,7 @@ use core::time::Duration;
 use rue::{CcEvent, CcResult, Fcwnd};
 
 use crate::delivery::ack::{build_ack, AckCoalescing, AckCongestion, CREDITS_PACKET, CREDITS_PUSH};
-use crate::delivery::config::DeliveryConfig;
+use crate::delivery::config::{DeliveryConfig, OwnPause};
 use crate::delivery::events::{
     ConnectionError, DeliveryStats, Event, Refusal, RxOutcome, SubmitError, UlpError, UlpNack,
 };
@@ -117,6 +117,45 @@ pub struct RttEstimate {
     pub smoothed: Option<Duration>,
 }
 
+/// What a connection reads of its [`DeliveryConfig`] after construction:
+/// 64 bytes where the whole configuration took 184 in every connection
+/// (the window sizes, the initial CC values and the RUE admission go to
+/// the parts built from them; RACK-TLP's to its boxed state).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Settings {
+    pub ack_coalescing_timeout: Duration,
+    pub ulp_rto: Duration,
+    pub submit_queue: u32,
+    pub ooo_distance_threshold: u32,
+    pub own_pause: Option<OwnPause>,
+    pub ack_coalescing_count: u16,
+    pub nack_queue: u16,
+    pub initial_ttl: u8,
+    pub max_retransmit_attempts: u8,
+    pub max_early_retransmits: u8,
+    pub ack_request_percent: u8,
+    pub rue_early_retransmit_events: bool,
+}
+
+impl From<&DeliveryConfig> for Settings {
+    fn from(c: &DeliveryConfig) -> Self {
+        Settings {
+            ack_coalescing_timeout: c.ack_coalescing_timeout,
+            ulp_rto: c.ulp_rto,
+            submit_queue: c.submit_queue,
+            ooo_distance_threshold: c.ooo_distance_threshold,
+            own_pause: c.own_pause,
+            ack_coalescing_count: c.ack_coalescing_count,
+            nack_queue: c.nack_queue,
+            initial_ttl: c.initial_ttl,
+            max_retransmit_attempts: c.max_retransmit_attempts,
+            max_early_retransmits: c.max_early_retransmits,
+            ack_request_percent: c.ack_request_percent,
+            rue_early_retransmit_events: c.rue_early_retransmit_events,
+        }
+    }
+}
+
 /// The first-transmission queues: the figure of OCP Falcon 0.9 §8.3 shows
 /// three per connection (spec/falcon.md §9 item 11).
 #[derive(Debug, Clone, Default)]
@@ -149,7 +188,7 @@ pub(super) struct SubmitQueues {
 /// Inputs must carry non-decreasing `now`.
 #[derive(Debug, Clone)]
 pub struct DeliveryConnection {
-    pub(super) config: DeliveryConfig,
+    pub(super) config: Settings,
     pub(super) params: ConnectionParams,
     /// ACK Request Fcwnd Threshold in fixed point.
     pub(super) ar_threshold: Fcwnd,
@@ -163,7 +202,9 @@ pub struct DeliveryConnection {
     pub(super) rng: SplitMix64,
     /// Lower bound of the earliest retransmit deadline (see `retransmit`).
     pub(super) retransmit_timer: Option<Timestamp>,
-    pub(super) rack: Option<RackState>,
+    /// Boxed: off by default (an opt-in extension), and 120 bytes inline
+    /// in every connection otherwise.
+    pub(super) rack: Option<Box<RackState>>,
     /// First transmissions paused by OWN (isekai extension), per window.
     pub(super) own_paused: [bool; 2],
     /// The xLR drop filter (off unless the CM sets it).
@@ -193,7 +234,7 @@ impl DeliveryConnection {
     pub fn with_cc_state(config: &DeliveryConfig, params: ConnectionParams, cc: CcState) -> Self {
         debug_assert_eq!(config.validate(), Ok(()), "invalid delivery config");
         DeliveryConnection {
-            config: config.clone(),
+            config: Settings::from(config),
             params,
             ar_threshold: Fcwnd::from_f64(config.ack_request_fcwnd_threshold),
             failed: None,
@@ -204,7 +245,7 @@ impl DeliveryConnection {
             ar_policy: AckRequestPolicy::default(),
             rng: SplitMix64::new(params.seed),
             retransmit_timer: None,
-            rack: config.rack_tlp.map(RackState::new),
+            rack: config.rack_tlp.map(|c| Box::new(RackState::new(c))),
             own_paused: [false; 2],
             xlr: XlrFilter::default(),
             round_robin: 0,
@@ -524,7 +565,7 @@ impl DeliveryConnection {
                 // its top 22 bits.
                 rue_info: self.rue.state.cc_metadata >> 2,
             },
-            self.config.rack_tlp.is_some(),
+            self.rack.is_some(),
         );
         if let FalconRepr::Eack(_) = repr {
             // §9.2.1: OWN "is reset to 0 when an outgoing EACK carries the
@@ -601,7 +642,7 @@ impl DeliveryConnection {
         };
         consider(self.coalescing.timer());
         consider(self.pacer.release());
-        consider(self.rack.as_ref().and_then(RackState::timeout));
+        consider(self.rack.as_deref().and_then(RackState::timeout));
         earliest
     }
 

@@ -86,7 +86,7 @@ impl DeliveryConnection {
 
     /// RACK and TLP timers due at `now`.
     pub(super) fn rack_on_timeout(&mut self, now: Timestamp) {
-        let Some(rack) = self.rack else {
+        let Some(rack) = self.rack.as_deref().copied() else {
             return;
         };
         if rack.reorder_timer.is_some_and(|t| t <= now) {
@@ -101,7 +101,7 @@ impl DeliveryConnection {
     /// than RACK.rtt + reordering window; arms the reordering timer for the
     /// youngest of the others.
     fn rack_detect(&mut self, now: Timestamp) {
-        let Some(rack) = self.rack else {
+        let Some(rack) = self.rack.as_deref().copied() else {
             return;
         };
         let Some(xmit_ts) = rack.xmit_ts else {

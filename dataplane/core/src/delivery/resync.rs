@@ -11,6 +11,7 @@ use crate::delivery::connection::DeliveryConnection;
 use crate::delivery::events::{Event, ResyncError, RxOutcome};
 use crate::delivery::packet::{PacketKind, Retransmission, RxMeta, SentKind};
 use crate::delivery::rx_window::WindowCheck;
+use crate::delivery::tx_window::RnrUntil;
 use crate::drop::DropReason;
 use crate::seq::Psn;
 use crate::time::Timestamp;
@@ -58,7 +59,7 @@ impl DeliveryConnection {
         };
         slot.retransmit_count = 0;
         slot.early_retransmits = 0;
-        slot.rnr_until = None;
+        slot.rnr_until = RnrUntil::NONE;
         slot.received = false;
         // Marks the Resync's first transmission (see `send_retransmission`).
         slot.retransmitted = false;

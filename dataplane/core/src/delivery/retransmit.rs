@@ -25,7 +25,7 @@ use core::time::Duration;
 use crate::delivery::connection::DeliveryConnection;
 use crate::delivery::events::{ConnectionError, Event};
 use crate::delivery::packet::{Retransmission, SentKind};
-use crate::delivery::tx_window::SentPacket;
+use crate::delivery::tx_window::{RnrUntil, SentPacket};
 use crate::seq::Psn;
 use crate::time::Timestamp;
 use crate::wire::{ResyncCode, Window};
@@ -59,7 +59,7 @@ impl DeliveryConnection {
     /// RNR-NACKed → its RNR timeout; received but not ULP-acked → ULP RTO;
     /// else the RUE's RTO).
     pub(super) fn retransmit_deadline(&self, slot: &SentPacket) -> Timestamp {
-        if let Some(until) = slot.rnr_until {
+        if let Some(until) = slot.rnr_until.get() {
             return until;
         }
         let timeout: Duration = if slot.received {
@@ -110,7 +110,7 @@ impl DeliveryConnection {
             // so the RTO counts again; a ULP that never answers is caught by
             // the transaction timeout.
             if let Some(slot) = self.tx_mut(window).slot_mut(psn) {
-                slot.rnr_until = None;
+                slot.rnr_until = RnrUntil::NONE;
             }
             self.tx_mut(window)
                 .mark_retransmit(psn, Retransmission::Timeout);

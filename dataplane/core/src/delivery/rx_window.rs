@@ -72,8 +72,10 @@ pub struct RxWindow {
     ack_request: u128,
     /// Received Push Data the ULP NACKed (CIE, NRE, invalid CID).
     nacked: u128,
-    /// The NACKs of `nacked`, at `psn mod 128`.
-    nacks: [NackRecord; DATA_WINDOW as usize],
+    /// The NACKs of `nacked`, at `psn mod 128`; allocated at the window's
+    /// first NACK. A ULP NACK is rare, and inline the table was 512 of a
+    /// window's 592 bytes, twice in every connection.
+    nacks: Option<Box<[NackRecord; DATA_WINDOW as usize]>>,
 }
 
 impl RxWindow {
@@ -91,7 +93,7 @@ impl RxWindow {
             own: false,
             ack_request: 0,
             nacked: 0,
-            nacks: [NO_NACK; DATA_WINDOW as usize],
+            nacks: None,
         }
     }
 
@@ -162,7 +164,9 @@ impl RxWindow {
         // spec/falcon.md §4.6: a Push Data received but not yet ULP-acked is
         // a duplicate too (§11 "previously received"), so check rx as well.
         if is_set(self.ack | self.rx, offset) {
-            let nack = is_set(self.nacked, offset).then(|| self.nacks[index(psn)]);
+            // A `nacked` bit is only set with its record written.
+            let nack = is_set(self.nacked, offset)
+                .then(|| self.nacks.as_ref().map_or(NO_NACK, |n| n[index(psn)]));
             return Err(WindowCheck::Duplicate(nack));
         }
         Ok(bit_at(offset))
@@ -278,7 +282,9 @@ impl RxWindow {
     pub fn record_nack(&mut self, psn: Psn, nack: NackRecord) {
         if let Some(bit) = self.bit(psn) {
             self.nacked |= bit;
-            self.nacks[index(psn)] = nack;
+            self.nacks
+                .get_or_insert_with(|| Box::new([NO_NACK; DATA_WINDOW as usize]))[index(psn)] =
+                nack;
         }
     }
 
@@ -383,12 +389,15 @@ mod tests {
         assert_eq!(window.check(Psn::new(74)), WindowCheck::OutOfWindow);
         let mut data = RxWindow::new(Window::Data, Psn::new(0));
         data.receive(Psn::new(3), false);
+        assert!(data.nacks.is_none(), "no NACK table before the first NACK");
+        assert_eq!(data.check(Psn::new(3)), WindowCheck::Duplicate(None));
         let nack = NackRecord {
             code: NackCode::UlpCompletionInError,
             ulp_nack_code: 9,
             rnr_timeout: RnrTimeout::LONGEST,
         };
         data.record_nack(Psn::new(3), nack);
+        assert!(data.nacks.is_some());
         assert_eq!(data.check(Psn::new(3)), WindowCheck::Duplicate(Some(nack)));
         assert!(data.unreceive(Psn::new(3)));
         assert_eq!(data.check(Psn::new(3)), WindowCheck::Accept);

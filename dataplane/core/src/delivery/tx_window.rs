@@ -7,8 +7,12 @@
 //! [`SentPacket`] slot per PSN in `[BPSN, NPSN)`. Policy (gating, timers,
 //! which packet to retransmit) lives in the modules around it.
 //!
-//! Preallocated at construction (a ring of `tx_window` slots rounded up to a
-//! power of two); nothing here allocates or panics afterwards.
+//! The slot ring is allocated at a window's first transmission, at
+//! [`INITIAL_SLOTS`], and doubles when full (up to `tx_window` rounded up to
+//! a power of two): a connection that never sends on a window holds no
+//! slots for it, which is what lets an engine hold a million connections
+//! (`falcon bench scale`). Allocation happens only past a window's
+//! high-water mark; nothing here panics.
 
 use crate::delivery::bitmap::RingBitmap;
 use crate::delivery::packet::{PacketKind, PayloadHandle, Retransmission, SentKind};
@@ -45,7 +49,7 @@ pub struct SentPacket {
     pub received: bool,
     /// RNR-NACKed: not retransmitted before this time (§11: max(RTO, RNR
     /// timeout) from the NACK).
-    pub rnr_until: Option<Timestamp>,
+    pub rnr_until: RnrUntil,
     /// Sent more than once (RACK's retransmission ambiguity).
     pub retransmitted: bool,
     /// Why the slot was last marked for retransmission.
@@ -74,7 +78,7 @@ impl SentPacket {
             in_orc: false,
             in_orrc: false,
             received: false,
-            rnr_until: None,
+            rnr_until: RnrUntil::NONE,
             retransmitted: false,
             reason: Retransmission::Timeout,
         }
@@ -94,8 +98,36 @@ impl SentPacket {
     }
 }
 
-/// Slots a window starts with.
-const INITIAL_SLOTS: u32 = 64;
+/// An RNR deferral's end, or none, in 8 bytes where `Option<Timestamp>`
+/// took 16 of a 56-byte slot (48 now): `Timestamp::ZERO` stands for none.
+/// A deferral ends a positive timeout after its NACK, so never at zero;
+/// [`at`](Self::at) moves a zero to the first nanosecond all the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RnrUntil(Timestamp);
+
+impl RnrUntil {
+    /// No deferral.
+    pub const NONE: RnrUntil = RnrUntil(Timestamp::ZERO);
+
+    /// Deferred until `until`.
+    pub fn at(until: Timestamp) -> RnrUntil {
+        RnrUntil(until.max(Timestamp::from_nanos(1)))
+    }
+
+    /// The end of the deferral, if there is one.
+    pub fn get(self) -> Option<Timestamp> {
+        (self != RnrUntil::NONE).then_some(self.0)
+    }
+
+    /// There is a deferral.
+    pub fn is_some(self) -> bool {
+        self != RnrUntil::NONE
+    }
+}
+
+/// Slots a window's ring has at its first transmission: room for a small
+/// burst; a busy connection doubles it a few times, once.
+pub const INITIAL_SLOTS: u32 = 8;
 
 const EMPTY_SLOT: SentPacket = SentPacket {
     kind: SentKind::Transaction(PacketKind::PullData),
@@ -109,7 +141,7 @@ const EMPTY_SLOT: SentPacket = SentPacket {
     in_orc: false,
     in_orrc: false,
     received: false,
-    rnr_until: None,
+    rnr_until: RnrUntil::NONE,
     retransmitted: false,
     reason: Retransmission::Timeout,
 };
@@ -147,17 +179,15 @@ impl TxWindow {
     /// An empty window whose first PSN is `initial` (set by the CM), holding
     /// at most `limit` packets.
     pub fn new(window: Window, initial: Psn, limit: u32) -> Self {
-        let acked = RingBitmap::new(limit.min(INITIAL_SLOTS));
-        let capacity = acked.capacity();
         TxWindow {
             window,
             base: initial,
             next: initial,
             limit,
-            slots: vec![EMPTY_SLOT; capacity as usize].into_boxed_slice(),
-            mask: capacity - 1,
-            acked,
-            retransmit: RingBitmap::new(capacity),
+            slots: Box::new([]),
+            mask: 0,
+            acked: RingBitmap::empty(),
+            retransmit: RingBitmap::empty(),
             retransmit_pending: 0,
             outstanding_requests: 0,
             outstanding_retransmitted: 0,
@@ -199,6 +229,12 @@ impl TxWindow {
         self.outstanding_retransmitted
     }
 
+    /// Slots of the retransmit buffer allocated (0 until the first
+    /// transmission).
+    pub fn slot_capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Packets awaiting retransmission.
     pub fn retransmit_pending(&self) -> u32 {
         self.retransmit_pending
@@ -235,7 +271,7 @@ impl TxWindow {
     /// [`has_room`](Self::has_room).
     pub fn push(&mut self, now: Timestamp, mut packet: SentPacket) -> Psn {
         debug_assert!(self.has_room(), "TX window full");
-        if self.in_flight() > self.mask {
+        if self.in_flight() >= self.slots.len() as u32 {
             self.grow();
         }
         let psn = self.next;
@@ -266,7 +302,7 @@ impl TxWindow {
         handle: PayloadHandle,
     ) -> Psn {
         debug_assert!(self.has_room(), "TX window full");
-        if self.in_flight() > self.mask {
+        if self.in_flight() >= self.slots.len() as u32 {
             self.grow();
         }
         let psn = self.next;
@@ -286,7 +322,7 @@ impl TxWindow {
         slot.in_orc = in_orc;
         slot.in_orrc = false;
         slot.received = false;
-        slot.rnr_until = None;
+        slot.rnr_until = RnrUntil::NONE;
         slot.retransmitted = false;
         slot.reason = Retransmission::Timeout;
         self.debug_assert_bits_clear(psn);
@@ -393,7 +429,7 @@ impl TxWindow {
         let Some(slot) = self.slot_mut(psn) else {
             return;
         };
-        slot.rnr_until = Some(until);
+        slot.rnr_until = RnrUntil::at(until);
         if slot.in_orrc {
             slot.in_orrc = false;
             self.outstanding_retransmitted -= 1;
@@ -451,7 +487,7 @@ impl TxWindow {
         let slot = &mut self.slots[(psn.value() & self.mask) as usize];
         slot.last_tx = now;
         slot.retransmitted = true;
-        slot.rnr_until = None;
+        slot.rnr_until = RnrUntil::NONE;
         // Until an EACK says otherwise, the new copy may be lost: RTO again.
         slot.received = false;
         if slot.is_request() && !slot.in_orrc {
@@ -479,10 +515,15 @@ impl TxWindow {
         self.advance_to(next, released);
     }
 
-    /// Doubles the slot ring, keeping `[base, next)` in place modulo the new
-    /// capacity.
+    /// Allocates the slot ring, or doubles it, keeping `[base, next)` in
+    /// place modulo the new capacity. The bitmaps (64 bits at least) are
+    /// only reallocated when they are outgrown.
+    #[cold]
     fn grow(&mut self) {
-        let capacity = (self.mask + 1) * 2;
+        let capacity = match self.slots.len() as u32 {
+            0 => self.limit.clamp(1, INITIAL_SLOTS).next_power_of_two(),
+            n => n * 2,
+        };
         let len = self.in_flight();
         let mut slots = vec![EMPTY_SLOT; capacity as usize].into_boxed_slice();
         for offset in 0..len {
@@ -491,8 +532,10 @@ impl TxWindow {
                 self.slots[(psn.value() & self.mask) as usize];
         }
         self.slots = slots;
-        self.acked = self.acked.resized(capacity, self.base, len);
-        self.retransmit = self.retransmit.resized(capacity, self.base, len);
+        if self.acked.capacity() < capacity {
+            self.acked = self.acked.resized(capacity, self.base, len);
+            self.retransmit = self.retransmit.resized(capacity, self.base, len);
+        }
         self.mask = capacity - 1;
     }
 
@@ -544,6 +587,58 @@ mod tests {
 
     fn packet(kind: PacketKind, rsn: u32) -> SentPacket {
         SentPacket::new(kind, Rsn::new(rsn), 0, 0, PayloadHandle(u64::from(rsn)))
+    }
+
+    #[test]
+    fn rnr_deferral_fits_eight_bytes_and_zero_is_none() {
+        assert_eq!(core::mem::size_of::<RnrUntil>(), 8);
+        assert_eq!(core::mem::size_of::<SentPacket>(), 48);
+        assert_eq!(RnrUntil::NONE.get(), None);
+        assert!(!RnrUntil::NONE.is_some());
+        let t = Timestamp::from_micros(3);
+        assert_eq!(RnrUntil::at(t).get(), Some(t));
+        assert_eq!(
+            RnrUntil::at(Timestamp::ZERO).get(),
+            Some(Timestamp::from_nanos(1))
+        );
+    }
+
+    #[test]
+    fn slots_are_allocated_at_the_first_transmission_and_doubled() {
+        let t = Timestamp::from_nanos(10);
+        let base = Psn::new(u32::MAX - 3);
+        let mut window = TxWindow::new(Window::Data, base, 1024);
+        assert_eq!(window.slot_capacity(), 0);
+        // An idle window answers every query without slots.
+        assert!(window.slot(base).is_none() && window.ack(base).is_none());
+        assert!(!window.mark_retransmit(base, Retransmission::Timeout));
+        assert_eq!(window.first_marked(), None);
+        assert_eq!(window.first_marked_request(), None);
+        assert_eq!(window.advance_to(base, |_, _| panic!("nothing sent")), 0);
+        assert_eq!(window.outstanding_from(base).next(&window), None);
+        let psns: Vec<Psn> = (0..INITIAL_SLOTS)
+            .map(|i| window.push(t, packet(PacketKind::PushData, i)))
+            .collect();
+        assert_eq!(window.slot_capacity(), INITIAL_SLOTS as usize);
+        assert!(window.ack(psns[2]).is_some());
+        assert!(window.mark_retransmit(psns[5], Retransmission::Timeout));
+        // The ninth doubles the ring across the PSN wrap, keeping the bits.
+        let ninth = window.push(t, packet(PacketKind::PushData, INITIAL_SLOTS));
+        assert_eq!(window.slot_capacity(), 2 * INITIAL_SLOTS as usize);
+        for (i, &psn) in psns.iter().enumerate() {
+            let slot = window.slot(psn).map(|s| s.rsn);
+            let expected = (i != 2).then(|| Rsn::new(i as u32));
+            assert_eq!(slot, expected, "slot {i}");
+        }
+        assert_eq!(window.first_marked(), Some(psns[5]));
+        assert_eq!(
+            window.slot(ninth).map(|s| s.rsn),
+            Some(Rsn::new(INITIAL_SLOTS))
+        );
+        // A window limited below the initial size gets only what it needs.
+        let mut small = TxWindow::new(Window::Request, base, 2);
+        small.push(t, packet(PacketKind::PullRequest, 0));
+        assert_eq!(small.slot_capacity(), 2);
     }
 
     #[test]

@@ -78,3 +78,77 @@ mod tests {
         assert_eq!((table.get(cid(5)), table.len), (None, 2));
     }
 }
+
+/// What one connection costs inline, part by part (`falcon bench scale`
+/// measures the heap; `dataplane/app/PERFORMANCE.md` has the breakdown).
+/// In an engine submodule because `Connection` is private to `engine`.
+#[cfg(test)]
+mod layout {
+    use core::mem::size_of;
+
+    use crate::delivery::DeliveryConnection;
+    use crate::engine::Connection;
+    use crate::resources::Account;
+    use crate::transaction::{Initiator, Target};
+    use crate::wire::FrameTemplate;
+
+    /// The parts, printed with `cargo test -p falcon-core --lib
+    /// connection_layout -- --nocapture`; fails when a part outgrows what
+    /// it measures now, so that growth is a decision.
+    #[test]
+    fn connection_layout() {
+        let parts = [
+            (
+                "Connection (boxed, one allocation)",
+                size_of::<Connection>(),
+                2_368,
+            ),
+            (
+                "  DeliveryConnection",
+                size_of::<DeliveryConnection>(),
+                1_120,
+            ),
+            (
+                "    TxWindow (x2, slots on the heap at first use)",
+                size_of::<crate::delivery::tx_window::TxWindow>(),
+                96,
+            ),
+            (
+                "    RxWindow (x2, NACK table on the heap at first NACK)",
+                size_of::<crate::delivery::rx_window::RxWindow>(),
+                96,
+            ),
+            (
+                "    RueEvents",
+                size_of::<crate::delivery::rue_iface::RueEvents>(),
+                184,
+            ),
+            (
+                "    DeliveryStats",
+                size_of::<crate::delivery::DeliveryStats>(),
+                120,
+            ),
+            (
+                "  Initiator (slot ring on the heap)",
+                size_of::<Initiator>(),
+                120,
+            ),
+            ("  Target (slot ring on the heap)", size_of::<Target>(), 176),
+            ("  Account", size_of::<Account>(), 72),
+            ("  FrameTemplate", size_of::<FrameTemplate>(), 160),
+            ("  TxSa (expanded AES-GCM key)", size_of::<psp::TxSa>(), 624),
+            ("  RxSecurity", size_of::<psp::RxSecurity>(), 32),
+            (
+                "SentPacket (a retransmit slot)",
+                size_of::<crate::delivery::tx_window::SentPacket>(),
+                48,
+            ),
+        ];
+        for (name, size, _) in parts {
+            println!("{name:58} {size:5} B");
+        }
+        for (name, size, budget) in parts {
+            assert!(size <= budget, "{name}: {size} B, more than {budget}");
+        }
+    }
+}

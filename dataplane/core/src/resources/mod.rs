@@ -323,6 +323,21 @@ impl CreditLimits {
         ]
     }
 
+    /// The limits from eight values in [`Credit::ALL`] order (the inverse
+    /// of [`to_array`](Self::to_array)).
+    pub const fn from_array(a: [u32; 8]) -> CreditLimits {
+        CreditLimits {
+            req_pkt_tx: a[0],
+            req_buf_tx: a[1],
+            req_pkt_rx: a[2],
+            req_buf_rx: a[3],
+            data_pkt_tx: a[4],
+            data_buf_tx: a[5],
+            net_req_pkt_rx: a[6],
+            net_req_buf_rx: a[7],
+        }
+    }
+
     /// The limit of `credit`.
     pub const fn get(&self, credit: Credit) -> u32 {
         match credit {
@@ -338,11 +353,11 @@ impl CreditLimits {
     }
 }
 
-/// The credit counters of one entity: limits and units in use.
+/// The credit counters of one entity: limits and units in use. The limits
+/// are held once, as an array in [`Credit::ALL`] order for the lane-wise
+/// checks (64 bytes; every connection has one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreditCounter {
-    limits: CreditLimits,
-    /// `limits` in [`Credit::ALL`] order, for the lane-wise checks.
     limit: [u32; 8],
     used: [u32; 8],
 }
@@ -351,7 +366,6 @@ impl CreditCounter {
     /// Nothing used.
     pub const fn new(limits: CreditLimits) -> Self {
         CreditCounter {
-            limits,
             limit: limits.to_array(),
             used: [0; 8],
         }
@@ -364,12 +378,12 @@ impl CreditCounter {
 
     /// Units of `credit` still available.
     pub const fn available(&self, credit: Credit) -> u32 {
-        self.limits.get(credit).saturating_sub(self.used(credit))
+        self.limit[credit.index()].saturating_sub(self.used(credit))
     }
 
     /// The limits.
     pub const fn limits(&self) -> CreditLimits {
-        self.limits
+        CreditLimits::from_array(self.limit)
     }
 
     /// The first credit of `credits` (a [`CreditSet`]) over its limit with

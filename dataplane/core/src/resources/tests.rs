@@ -307,3 +307,15 @@ fn cells_match_demand_cells() {
         }
     }
 }
+
+#[test]
+fn counter_keeps_its_limits_once_and_gives_them_back() {
+    let limits = CreditLimits::from_array([1, 2, 3, 4, 5, 6, 7, u32::MAX]);
+    assert_eq!(limits.to_array(), [1, 2, 3, 4, 5, 6, 7, u32::MAX]);
+    let counter = CreditCounter::new(limits);
+    assert_eq!(counter.limits(), limits);
+    for credit in Credit::ALL {
+        assert_eq!(counter.available(credit), limits.get(credit));
+    }
+    assert_eq!(core::mem::size_of::<CreditCounter>(), 64);
+}
