@@ -37,7 +37,7 @@ use falcon_core::engine::{
 use falcon_core::ids::{ConnectionId, DestinationFunction};
 use falcon_core::port::{FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::time::Timestamp;
-use falcon_core::transaction::{Completion, CompletionStatus, Transaction, UlpEvent};
+use falcon_core::transaction::{Completion, CompletionStatus, Op, Transaction, UlpEvent};
 use falcon_core::wire::EthernetAddress;
 use psp::{MasterKey, MasterKeys, Version};
 use serde::Serialize;
@@ -567,7 +567,9 @@ impl Scale {
                         self.used[i] = true;
                     }
                     Err(rejected) => {
-                        self.free.push(rejected.payload);
+                        if let Op::Push(payload) = rejected.returned.op {
+                            self.free.push(payload);
+                        }
                         break;
                     }
                 }
@@ -589,13 +591,13 @@ impl Scale {
                             engine
                                 .ulp_ack(now, r.connection, r.rsn)
                                 .map_err(|e| failed("ULP ACK", &format!("{e:?}")))?;
-                            engine.recycle(r.payload);
+                            engine.release(r.payload);
                         }
                         UlpEvent::Completion(Completion {
                             status,
                             tag,
                             data,
-                            request,
+                            source,
                             ..
                         }) => {
                             if status != CompletionStatus::Ack {
@@ -605,10 +607,8 @@ impl Scale {
                             }
                             self.outstanding -= 1;
                             completed += 1;
-                            if request.len() == PUSH_BYTES {
-                                self.free.push(request);
-                            }
-                            engine.recycle(data);
+                            self.free.extend(source);
+                            engine.release(data);
                         }
                         UlpEvent::ConnectionError { fault, .. } => {
                             return Err(AppError::Failed(format!(

@@ -100,13 +100,13 @@ mod layout {
         let parts = [
             (
                 "Connection (boxed, one allocation)",
-                size_of::<Connection>(),
-                2_368,
+                size_of::<Connection<crate::port::FrameBuf, Vec<u8>>>(),
+                2_384,
             ),
             (
                 "  DeliveryConnection",
                 size_of::<DeliveryConnection>(),
-                1_120,
+                1_136,
             ),
             (
                 "    TxWindow (x2, slots on the heap at first use)",
@@ -121,7 +121,7 @@ mod layout {
             (
                 "    RueEvents",
                 size_of::<crate::delivery::rue_iface::RueEvents>(),
-                184,
+                192,
             ),
             (
                 "    DeliveryStats",
@@ -130,10 +130,14 @@ mod layout {
             ),
             (
                 "  Initiator (slot ring on the heap)",
-                size_of::<Initiator>(),
+                size_of::<Initiator<crate::port::FrameBuf, Vec<u8>>>(),
                 120,
             ),
-            ("  Target (slot ring on the heap)", size_of::<Target>(), 176),
+            (
+                "  Target (slot ring on the heap)",
+                size_of::<Target<crate::port::FrameBuf, Vec<u8>>>(),
+                176,
+            ),
             ("  Account", size_of::<Account>(), 72),
             ("  FrameTemplate", size_of::<FrameTemplate>(), 160),
             ("  TxSa (expanded AES-GCM key)", size_of::<psp::TxSa>(), 624),

@@ -16,8 +16,10 @@
 
 use core::ops::{Index, IndexMut};
 
-/// Slots a ring starts with.
-const INITIAL_SLOTS: usize = 64;
+/// Slots a ring takes at its first use. A ring starts empty: at 1 M
+/// connections most are idle, and 64 slots up front cost 17 KiB each
+/// (`falcon bench scale`, `dataplane/app/PERFORMANCE.md`).
+const INITIAL_SLOTS: usize = 8;
 
 /// A ring of reusable slots, front first.
 #[derive(Debug)]
@@ -32,7 +34,7 @@ impl<T: Default> SlotRing<T> {
     /// An empty ring.
     pub(crate) fn new() -> Self {
         SlotRing {
-            slots: (0..INITIAL_SLOTS).map(|_| T::default()).collect(),
+            slots: Box::new([]),
             head: 0,
             len: 0,
         }
@@ -116,12 +118,12 @@ impl<T: Default> SlotRing<T> {
     /// The array index of position `offset` from the front.
     #[inline]
     fn position(&self, offset: usize) -> usize {
-        (self.head + offset) & (self.slots.len() - 1)
+        (self.head + offset) & self.slots.len().wrapping_sub(1)
     }
 
     /// Doubles the ring, keeping the slots in use in order from index 0.
     fn grow(&mut self) {
-        let capacity = self.slots.len() * 2;
+        let capacity = (self.slots.len() * 2).max(INITIAL_SLOTS);
         let mut slots: Vec<T> = Vec::with_capacity(capacity);
         for offset in 0..self.len {
             let at = self.position(offset);
