@@ -6,12 +6,16 @@
 //! the connection scheduler, the timing wheel, the per-core engine and the
 //! port abstraction (with an in-memory loopback). It never reads a clock, an
 //! RNG, a socket or the environment: time and randomness are passed in.
-//! Start at [`engine`]: its module doc runs two engines over the loopback.
+//! A ULP, the DPDK runner or the simulator uses [`api`], the one module
+//! that gathers what a user of the transport needs; the sublayers are the
+//! engine's. Start at [`engine`]: its module doc runs two engines over the
+//! loopback.
 //!
 //! # Modules
 //!
 //! | module | what it owns |
 //! |---|---|
+//! | [`api`] | the ULP API: engine, node, connections, frames, transactions, events, credits, stats (re-exports) |
 //! | [`wire`] | zero-copy views and `Repr` value types for Ethernet II (+802.1Q), IPv4, IPv6, UDP and every Falcon 0.9 header; the frame helper (Eth → IP → UDP) and the Falcon dispatch ([`wire::FalconRepr`]) |
 //! | [`seq`] | [`Psn`](seq::Psn) and [`Rsn`](seq::Rsn): 32-bit sequence numbers with modulo-2^32 comparison |
 //! | [`ids`] | [`ConnectionId`](ids::ConnectionId) and [`DestinationFunction`](ids::DestinationFunction) (24-bit, validated) |
@@ -37,6 +41,7 @@
 #[macro_use]
 mod macros;
 
+pub mod api;
 pub mod delivery;
 pub mod drop;
 pub mod engine;

@@ -192,6 +192,7 @@ fn run_once(size: u16, duration: Duration, wire: bool) -> Result<Run> {
                 request_length: size,
                 payload_len: size,
                 handle: PayloadHandle(submitted),
+                ack_request: false,
             };
             if initiator.submit(packet).is_err() {
                 break;

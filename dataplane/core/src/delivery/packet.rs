@@ -95,6 +95,10 @@ pub struct OutgoingPacket {
     pub payload_len: u16,
     /// The payload, owned by the layer above.
     pub handle: PayloadHandle,
+    /// The ULP asked for the AR bit (OCP Falcon 0.9 §7.2: the receiver
+    /// acknowledges the packet at once): set on every transmission of it,
+    /// whatever the AR policy (§9.1.6) decides.
+    pub ack_request: bool,
 }
 
 /// What a retransmit-buffer slot rebuilds: a transaction packet or the

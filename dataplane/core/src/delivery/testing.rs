@@ -302,6 +302,7 @@ impl Endpoint {
                         request_length: 0,
                         payload_len: length,
                         handle: PayloadHandle(u64::from(rsn.value())),
+                        ack_request: false,
                     }),
                     PacketKind::PullData => {}
                 }
@@ -463,5 +464,6 @@ pub fn outgoing(kind: PacketKind, rsn: u32, len: u16) -> OutgoingPacket {
             len
         },
         handle: PayloadHandle(u64::from(rsn)),
+        ack_request: false,
     }
 }

@@ -317,14 +317,7 @@ impl DeliveryConnection {
         debug_assert_eq!(packet.kind, queue.kind(), "submit queues by kind");
         let kind = queue.kind();
         let window = kind.window();
-        let psn = self.tx_mut(window).push_first(
-            now,
-            kind,
-            packet.rsn,
-            packet.request_length,
-            packet.payload_len,
-            packet.handle,
-        );
+        let psn = self.tx_mut(window).push_first(now, kind, &packet);
         if kind.is_request() && self.xlr.initiator {
             return self.send_local_xlr_resync(now, window, psn);
         }
@@ -336,6 +329,7 @@ impl DeliveryConnection {
             request_length: packet.request_length,
             payload_len: packet.payload_len,
             handle: packet.handle,
+            ack_request: packet.ack_request,
         };
         Some(self.build(now, psn, fields, None))
     }
@@ -417,14 +411,17 @@ impl DeliveryConnection {
             request_length,
             payload_len,
             handle,
+            ack_request: asked,
         } = fields;
         let fcwnd = self.rue.state.fcwnd;
+        // The policy runs for every packet, asked or not, so that its
+        // draws do not depend on the ULP's requests.
         let ack_request = self.ar_policy.next(
             fcwnd,
             self.ar_threshold,
             self.config.ack_request_percent,
             &mut self.rng,
-        );
+        ) | asked;
         // §9.1.6: stop the coalescing timer when the piggy-backed bases say
         // everything (all three bitmaps zero, R-OWN and D-OWN clear). An
         // AR-triggered ACK stays due. The receive bitmaps are only
@@ -510,6 +507,8 @@ struct SlotFields {
     request_length: u16,
     payload_len: u16,
     handle: PayloadHandle,
+    /// The ULP's AR request.
+    ack_request: bool,
 }
 
 impl SlotFields {
@@ -521,6 +520,7 @@ impl SlotFields {
             request_length: slot.request_length,
             payload_len: slot.payload_len,
             handle: slot.handle,
+            ack_request: slot.ack_request,
         }
     }
 }

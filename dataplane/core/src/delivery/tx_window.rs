@@ -15,7 +15,9 @@
 //! high-water mark; nothing here panics.
 
 use crate::delivery::bitmap::RingBitmap;
-use crate::delivery::packet::{PacketKind, PayloadHandle, Retransmission, SentKind};
+use crate::delivery::packet::{
+    OutgoingPacket, PacketKind, PayloadHandle, Retransmission, SentKind,
+};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::wire::Window;
@@ -54,6 +56,9 @@ pub struct SentPacket {
     pub retransmitted: bool,
     /// Why the slot was last marked for retransmission.
     pub reason: Retransmission,
+    /// The ULP asked for the AR bit on this packet
+    /// ([`OutgoingPacket::ack_request`](super::OutgoingPacket::ack_request)).
+    pub ack_request: bool,
 }
 
 impl SentPacket {
@@ -81,6 +86,7 @@ impl SentPacket {
             rnr_until: RnrUntil::NONE,
             retransmitted: false,
             reason: Retransmission::Timeout,
+            ack_request: false,
         }
     }
 
@@ -144,6 +150,7 @@ const EMPTY_SLOT: SentPacket = SentPacket {
     rnr_until: RnrUntil::NONE,
     retransmitted: false,
     reason: Retransmission::Timeout,
+    ack_request: false,
 };
 
 /// The transmitter's state of one sliding window.
@@ -286,21 +293,13 @@ impl TxWindow {
         psn
     }
 
-    /// [`push`](Self::push) of `SentPacket::new(kind, rsn, request_length,
-    /// payload_len, handle)`, written into its slot field by field. A whole
+    /// [`push`](Self::push) of the first transmission of `packet` (as a
+    /// `kind`), written into its slot field by field. A whole
     /// `SentPacket` built by the caller and copied in stalled on store
     /// forwarding right after its field-by-field stores (perf annotate:
     /// ~55 % of this function's samples).
     #[inline]
-    pub fn push_first(
-        &mut self,
-        now: Timestamp,
-        kind: PacketKind,
-        rsn: Rsn,
-        request_length: u16,
-        payload_len: u16,
-        handle: PayloadHandle,
-    ) -> Psn {
+    pub fn push_first(&mut self, now: Timestamp, kind: PacketKind, packet: &OutgoingPacket) -> Psn {
         debug_assert!(self.has_room(), "TX window full");
         if self.in_flight() >= self.slots.len() as u32 {
             self.grow();
@@ -312,10 +311,10 @@ impl TxWindow {
         }
         let slot = &mut self.slots[(psn.value() & self.mask) as usize];
         slot.kind = SentKind::Transaction(kind);
-        slot.rsn = rsn;
-        slot.request_length = request_length;
-        slot.payload_len = payload_len;
-        slot.handle = handle;
+        slot.rsn = packet.rsn;
+        slot.request_length = packet.request_length;
+        slot.payload_len = packet.payload_len;
+        slot.handle = packet.handle;
         slot.last_tx = now;
         slot.retransmit_count = 0;
         slot.early_retransmits = 0;
@@ -325,6 +324,7 @@ impl TxWindow {
         slot.rnr_until = RnrUntil::NONE;
         slot.retransmitted = false;
         slot.reason = Retransmission::Timeout;
+        slot.ack_request = packet.ack_request;
         self.debug_assert_bits_clear(psn);
         self.next = psn.next();
         psn

@@ -194,7 +194,7 @@ use crate::delivery::{
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::port::{FrameBuf, PacketBuf};
 use crate::random::SplitMix64;
-use crate::resources::{Account, Alpha, Credit, Resources};
+use crate::resources::{Account, Alpha, Credit, CreditClass, Resources};
 use crate::scheduler::Scheduler;
 use crate::time::Timestamp;
 use crate::timer::TimingWheel;
@@ -249,6 +249,9 @@ pub struct Engine<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     psp: Option<PspState>,
     /// The node this engine is a shard of, and what of it it follows.
     shard: shard::Membership,
+    /// With several shards in the node: its steering and this engine's
+    /// shard, to hand back frames of the others (`Disposition`).
+    shard_check: Option<(crate::node::Steering, u16)>,
     rue: Option<RueInline>,
     rue_external: Option<RueExternal>,
     rue_results: Vec<CcResult>,
@@ -379,6 +382,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             data_ring: Scheduler::with_slots(config.max_connections as usize),
             ack_ring: Scheduler::with_slots(config.max_connections as usize),
             psp,
+            shard_check: (shard.node.shards() > 1).then(|| (shard.node.steering(), shard.shard)),
             shard,
             rue,
             rue_external,
@@ -882,15 +886,18 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             let Some(conn) = self.connections[slot as usize].as_mut() else {
                 return false;
             };
-            if !self.shared.xon_due(&conn.account) {
-                return true;
+            for class in CreditClass::ALL {
+                if conn.account.xoff[class.index()] && self.shared.xon_due(&conn.account, class) {
+                    conn.account.xoff[class.index()] = false;
+                    self.shared.stats.xon += 1;
+                    self.shared.events.push_back(UlpEvent::Xon {
+                        connection: handle,
+                        class,
+                    });
+                }
             }
-            conn.account.xoff = false;
-            self.shared.stats.xon += 1;
-            self.shared
-                .events
-                .push_back(UlpEvent::Xon { connection: handle });
-            false
+            // Waited on while either class is stopped.
+            conn.account.xoff != [false; 2]
         });
         waiting.append(&mut self.shared.xoff_waiting);
         self.shared.xoff_waiting = waiting;

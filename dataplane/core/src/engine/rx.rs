@@ -43,6 +43,16 @@ pub enum Disposition {
     Consumed,
     /// Dropped, and counted under this reason.
     Dropped(DropReason),
+    /// Its SPI (PSP on) or destination CID (PSP off) belongs to another
+    /// shard of this engine's node: not opened, not counted as a drop,
+    /// handed back for the caller to steer to `shard`'s engine
+    /// ([`Node::steer`](crate::node::Node::steer) does the same before the
+    /// engines see a frame). Only an engine that is one of several shards
+    /// checks.
+    NotOnThisEngine {
+        /// The shard that owns it.
+        shard: u16,
+    },
 }
 
 /// A received frame after [`Engine::handle_packet`]: its disposition, and
@@ -68,6 +78,11 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// outputs.
     #[inline]
     pub fn handle_packet(&mut self, now: Timestamp, frame: B) -> Received<B> {
+        if let Some((steering, own)) = self.shard_check {
+            if let Some(shard) = steering.shard_of(frame.data()).filter(|&s| s != own) {
+                return self.foreign(frame, shard);
+            }
+        }
         self.stats.rx_frames += 1;
         let len = frame.len() as u64;
         let mut held = Some(frame);
@@ -164,6 +179,17 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let repr = FalconRepr::parse_peeked(bytes, PacketType::from(type_code))
             .map_err(|e| DropReason::for_falcon(&e))?;
         self.receive_parsed(now, held, rx, repr)
+    }
+
+    /// A frame of another shard, handed back.
+    #[cold]
+    #[inline(never)]
+    fn foreign(&mut self, frame: B, shard: u16) -> Received<B> {
+        self.stats.rx_other_shard += 1;
+        Received {
+            disposition: Disposition::NotOnThisEngine { shard },
+            frame: Some(frame),
+        }
     }
 
     /// The rest of `receive` once the Falcon packet is parsed: connection,

@@ -86,6 +86,9 @@ pub struct EngineStats {
     /// frame's size (`Engine::poll_transmit`): each lost as on the wire,
     /// and retransmitted.
     pub tx_no_buffer: u64,
+    /// Frames of another shard of the node handed back
+    /// (`Disposition::NotOnThisEngine`).
+    pub rx_other_shard: u64,
 }
 
 impl Default for EngineStats {
@@ -120,6 +123,7 @@ impl Default for EngineStats {
             connection_errors: 0,
             spi_failure_events: 0,
             tx_no_buffer: 0,
+            rx_other_shard: 0,
         }
     }
 }
@@ -198,6 +202,7 @@ impl EngineStats {
         self.connection_errors += other.connection_errors;
         self.spi_failure_events += other.spi_failure_events;
         self.tx_no_buffer += other.tx_no_buffer;
+        self.rx_other_shard += other.rx_other_shard;
     }
 
     pub(crate) fn record_windows(&mut self, fcwnd: Fcwnd, ncwnd: u16) {

@@ -11,6 +11,7 @@
 use crate::delivery::UlpNack;
 use crate::engine::{arm_connection, conn_in, Connection, ConnectionHandle, Engine};
 use crate::port::PacketBuf;
+use crate::resources::CreditCounter;
 use crate::seq::Rsn;
 use crate::time::Timestamp;
 use crate::transaction::DataSource;
@@ -169,6 +170,16 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         self.after_ulp_answer(slot);
         self.finish(now);
         result
+    }
+
+    /// The credit counters of `connection` (OCP Falcon 0.9 §8.2.3): what
+    /// it holds of each credit ([`CreditCounter::used`]) and has left
+    /// ([`CreditCounter::available`]), for a ULP that paces itself before
+    /// an Xoff. `None` for an unknown connection.
+    pub fn credits(&self, connection: ConnectionHandle) -> Option<CreditCounter> {
+        let slot = self.slot(connection)?;
+        let conn = self.connections[slot as usize].as_deref()?;
+        Some(conn.account.credits)
     }
 
     /// The ULP is done with a received payload (a

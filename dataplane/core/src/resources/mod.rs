@@ -106,6 +106,50 @@ impl Credit {
     pub const fn is_network_request(self) -> bool {
         matches!(self, Credit::NetReqPktRx | Credit::NetReqBufRx)
     }
+
+    /// The ULP credit class it counts against (`None` for the
+    /// network-request regions, which are not the ULP's).
+    pub const fn class(self) -> Option<CreditClass> {
+        match self {
+            Credit::ReqPktTx | Credit::ReqBufTx | Credit::ReqPktRx | Credit::ReqBufRx => {
+                Some(CreditClass::Request)
+            }
+            Credit::DataPktTx | Credit::DataBufTx => Some(CreditClass::Data),
+            Credit::NetReqPktRx | Credit::NetReqBufRx => None,
+        }
+    }
+}
+
+/// The two classes of ULP credits a connection's flow control stops and
+/// starts apart (OCP Falcon 0.9 §8.2.3): the request credits (Req Pkt/Buf
+/// Tx and Rx, taken by the initiator's pushes and pulls) and the data
+/// credits (Data Pkt/Buf Tx, taken by the target's Pull Data). A ULP told
+/// `Xoff` for requests may go on answering pulls (RDMA over Falcon: Read
+/// Responses keep flowing while requests are stopped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CreditClass {
+    /// Pushes and Pull Requests.
+    Request = 0,
+    /// Pull Data.
+    Data = 1,
+}
+
+impl CreditClass {
+    /// Both classes, in index order.
+    pub const ALL: [CreditClass; 2] = [CreditClass::Request, CreditClass::Data];
+
+    /// Position in [`ALL`](Self::ALL).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// A stable name for stats output.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CreditClass::Request => "request",
+            CreditClass::Data => "data",
+        }
+    }
 }
 
 /// Units of each credit one transaction phase holds (packets or cells).
@@ -602,8 +646,9 @@ pub struct Account {
     pub host: u16,
     /// The connection's dynamic-threshold factor.
     pub alpha: Alpha,
-    /// The ULP was told Xoff and awaits an Xon (flow control, §8.2.3).
-    pub xoff: bool,
+    /// Per [`CreditClass`], the ULP was told Xoff for it and awaits its Xon
+    /// (flow control, §8.2.3).
+    pub xoff: [bool; 2],
 }
 
 /// Node-wide resource accounting.
@@ -687,7 +732,7 @@ impl Resources {
             function,
             host,
             alpha: self.config.isolation_alpha,
-            xoff: false,
+            xoff: [false; 2],
         }
     }
 

@@ -19,7 +19,7 @@ use crate::delivery::{
 use crate::drop::DropReason;
 use crate::engine::ConnectionHandle;
 use crate::port::{FrameBuf, PacketBuf};
-use crate::resources::{Account, Demand, ALL_LANES, RX_LANES, TX_LANES};
+use crate::resources::{Account, CreditClass, Demand, ALL_LANES, RX_LANES, TX_LANES};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::transaction::payload::{Payload, RxPayload};
@@ -73,6 +73,8 @@ struct Slot<B: PacketBuf, S> {
     header: UlpHeader,
     /// A push's data source, kept for retransmissions.
     source: Option<S>,
+    /// The ULP asked for the AR bit ([`Transaction::ack_request`]).
+    ack_request: bool,
     /// Pull Data received, in its frame: held here until the pull
     /// completes in its turn.
     data: Payload<B>,
@@ -103,6 +105,7 @@ impl<B: PacketBuf, S> Default for Slot<B, S> {
             request_length: 0,
             header: UlpHeader::EMPTY,
             source: None,
+            ack_request: false,
             data: Payload::new(),
             demand: Demand::ZERO,
             tx_held: true,
@@ -232,7 +235,8 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         };
         if let Err(shortage) = shared.resources.reserve_ulp(account, &demand) {
             shared.stats.rejected += 1;
-            xoff(shared, account, connection);
+            let class = shortage.credit.class().unwrap_or(CreditClass::Request);
+            xoff(shared, account, connection, class);
             return Err(Rejected {
                 reason: RejectReason::NoResources(shortage),
                 returned: transaction,
@@ -267,6 +271,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         slot.tag = transaction.tag;
         slot.request_length = request_length;
         slot.header = transaction.header;
+        slot.ack_request = transaction.ack_request;
         debug_assert!(!slot.data.has_frame(), "a retired slot holds no frame");
         slot.demand = demand;
         slot.tx_held = true;
@@ -315,6 +320,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                 request_length: slot.request_length,
                 payload_len,
                 handle: payload_handle(Role::Initiator, rsn),
+                ack_request: slot.ack_request,
             };
             match delivery.submit(packet) {
                 Ok(()) => {

@@ -82,7 +82,7 @@ use core::time::Duration;
 use crate::delivery::{DeliveryConnection, PayloadHandle};
 use crate::drop::DropCounters;
 use crate::port::{FrameBuf, PacketBuf};
-use crate::resources::{Account, Demand, Resources};
+use crate::resources::{Account, CreditClass, Demand, Resources};
 use crate::seq::Rsn;
 use crate::time::Timestamp;
 
@@ -228,15 +228,16 @@ impl<B: PacketBuf, S> Shared<B, S> {
         }
     }
 
-    /// Whether `account` has credits again after an Xoff: room for a
-    /// one-cell push and a one-cell Pull Data.
-    pub fn xon_due(&self, account: &Account) -> bool {
+    /// Whether `account` has credits of `class` again after an Xoff: room
+    /// for a one-cell push (requests) or a one-cell Pull Data (data).
+    pub fn xon_due(&self, account: &Account, class: CreditClass) -> bool {
         let cell = self.resources.config().cell_size;
         let len = usize::from(cell);
-        self.resources.ulp_fits(account, &Demand::push(len, cell))
-            && self
-                .resources
-                .ulp_fits(account, &Demand::pull_data(len, cell))
+        let demand = match class {
+            CreditClass::Request => Demand::push(len, cell),
+            CreditClass::Data => Demand::pull_data(len, cell),
+        };
+        self.resources.ulp_fits(account, &demand)
     }
 }
 
@@ -288,8 +289,8 @@ impl<B: PacketBuf, S> Ctx<'_, B, S> {
 
     /// Tells the ULP to stop submitting on this connection (once), and
     /// remembers to tell it `Xon` when credits are back.
-    pub(crate) fn xoff(&mut self) {
-        xoff(self.shared, self.account, self.connection);
+    pub(crate) fn xoff(&mut self, class: CreditClass) {
+        xoff(self.shared, self.account, self.connection, class);
     }
 }
 
@@ -298,14 +299,21 @@ pub(crate) fn xoff<B: PacketBuf, S>(
     shared: &mut Shared<B, S>,
     account: &mut Account,
     connection: ConnectionHandle,
+    class: CreditClass,
 ) {
-    if account.xoff {
+    let stopped = &mut account.xoff[class.index()];
+    if *stopped {
         return;
     }
-    account.xoff = true;
+    *stopped = true;
     shared.stats.xoff += 1;
-    shared.xoff_waiting.push(connection);
-    shared.events.push_back(UlpEvent::Xoff { connection });
+    if account.xoff != [true; 2] {
+        // The first class stopped: the connection is now waited on.
+        shared.xoff_waiting.push(connection);
+    }
+    shared
+        .events
+        .push_back(UlpEvent::Xoff { connection, class });
 }
 
 /// Whose packet a [`PayloadHandle`] names: the initiator's (Pull Request,

@@ -21,7 +21,7 @@ use core::time::Duration;
 use crate::delivery::{Arrival, OrderingMode, OutgoingPacket, PacketKind, Refusal, UlpNack};
 use crate::drop::DropReason;
 use crate::port::{FrameBuf, PacketBuf};
-use crate::resources::Demand;
+use crate::resources::{CreditClass, Demand};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::transaction::payload::{Payload, RxPayload};
@@ -547,7 +547,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         let cell = ctx.shared.resources.config().cell_size;
         let demand = Demand::pull_data(len, cell);
         if let Err(shortage) = ctx.shared.resources.reserve_ulp(ctx.account, &demand) {
-            ctx.xoff();
+            ctx.xoff(shortage.credit.class().unwrap_or(CreditClass::Data));
             return reject(RejectReason::NoResources(shortage), payload);
         }
         let slot = &mut self.slots[index];
@@ -586,6 +586,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             request_length: 0,
             payload_len,
             handle: payload_handle(Role::Target, rsn),
+            ack_request: false,
         };
         if delivery.submit(packet).is_ok() {
             self.pull_data.pop_front();

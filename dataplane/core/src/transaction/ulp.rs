@@ -27,7 +27,7 @@ use core::fmt;
 
 use crate::delivery::ConnectionError;
 use crate::port::{FrameBuf, PacketBuf};
-use crate::resources::Shortage;
+use crate::resources::{CreditClass, Shortage};
 use crate::seq::Rsn;
 use crate::transaction::payload::Payload;
 use crate::transaction::{DataSource, UlpHeader};
@@ -74,6 +74,11 @@ pub struct Transaction<S = Vec<u8>> {
     pub header: UlpHeader,
     /// Push data or pull length.
     pub op: Op<S>,
+    /// Sets the AR bit on the packet, every transmission of it (OCP Falcon
+    /// 0.9 §7.2: the target acknowledges it at once rather than
+    /// coalescing), whatever the AR policy decides (§9.1.6). For a ULP
+    /// that must know soon, e.g. RDMA's last packet of a message.
+    pub ack_request: bool,
 }
 
 /// What a [`Transaction`] moves.
@@ -98,6 +103,7 @@ impl<S: DataSource> Transaction<S> {
             tag,
             header: UlpHeader::EMPTY,
             op: Op::Push(data),
+            ack_request: false,
         }
     }
 
@@ -107,12 +113,19 @@ impl<S: DataSource> Transaction<S> {
             tag,
             header: UlpHeader::EMPTY,
             op: Op::Pull { request_length },
+            ack_request: false,
         }
     }
 
     /// The same transaction with `header` as its ULP header.
     pub fn with_header(mut self, header: UlpHeader) -> Self {
         self.header = header;
+        self
+    }
+
+    /// The same transaction with the AR bit set on its packet.
+    pub fn with_ack_request(mut self) -> Self {
+        self.ack_request = true;
         self
     }
 
@@ -311,16 +324,22 @@ pub enum UlpEvent<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     },
     /// A request for the target ULP.
     Request(Request<B>),
-    /// The connection's credits ran out: stop submitting until `Xon`
+    /// The connection's credits of `class` ran out: stop submitting what
+    /// takes them (pushes and pulls for [`CreditClass::Request`], Pull
+    /// Data for [`CreditClass::Data`]) until the `Xon` of that class
     /// (per-connection flow control, OCP Falcon 0.9 §8.2.3).
     Xoff {
         /// The connection.
         connection: ConnectionHandle,
+        /// The credits that ran out.
+        class: CreditClass,
     },
-    /// Credits are back after an `Xoff`.
+    /// Credits of `class` are back after its `Xoff`.
     Xon {
         /// The connection.
         connection: ConnectionHandle,
+        /// The credits that are back.
+        class: CreditClass,
     },
 }
 

@@ -586,7 +586,7 @@ impl<P: Port> Pair<P> {
                 UlpEvent::Completion(c) => self.on_completion(side, c),
                 UlpEvent::Request(r) => self.on_request(side, r),
                 UlpEvent::Xoff { .. } => self.nodes[side].xoff_events += 1,
-                UlpEvent::Xon { connection } => {
+                UlpEvent::Xon { connection, .. } => {
                     let node = &mut self.nodes[side];
                     node.xon += 1;
                     if let Some(i) = node.conns.iter().position(|&c| c == connection) {

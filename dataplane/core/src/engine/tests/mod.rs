@@ -40,6 +40,7 @@ mod mbuf;
 mod node;
 mod rotation;
 mod rue_external;
+mod ulp_api;
 
 use core::time::Duration;
 

@@ -14,7 +14,7 @@ use super::*;
 use crate::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
 use crate::ids::ConnectionId;
 use crate::node::{Node, NodeConfig, NodeShard};
-use crate::port::FrameBuf;
+use crate::port::{FrameBuf, PacketBuf};
 use crate::time::Timestamp;
 use crate::transaction::{Transaction, UlpEvent};
 use crate::wire::frame::parse_with;
@@ -305,5 +305,29 @@ proptest! {
             }
         }
         check(&frame)?;
+    }
+}
+
+/// An engine that is one of several shards hands a frame of another
+/// shard back, unopened and not counted as a drop, naming its owner.
+#[test]
+fn an_engine_hands_back_frames_of_other_shards() {
+    use crate::engine::Disposition;
+    for psp in [true, false] {
+        let mut s = setup(2, psp, false);
+        let frame = s.frame_to(1);
+        let wrong = &mut s.shards[0];
+        let received = wrong.handle_packet(s.now, FrameBuf::from_frame(&frame, 0));
+        assert_eq!(
+            received.disposition,
+            Disposition::NotOnThisEngine { shard: 1 },
+            "psp {psp}"
+        );
+        let back = received.frame.expect("handed back");
+        assert_eq!(back.data(), &frame[..], "not opened in place");
+        let stats = wrong.stats();
+        assert_eq!((stats.rx_other_shard, stats.drops.total()), (1, 0));
+        let right = s.shards[1].handle_packet(s.now, back);
+        assert_eq!(right.disposition, Disposition::Consumed);
     }
 }
