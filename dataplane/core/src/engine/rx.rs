@@ -105,8 +105,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let frame = buf.data_mut();
         // The destination is the node's (`parse_rx`): neither PSP nor, with
         // IPv6, any checksum covers the addresses.
-        let parsed =
-            parse_rx(frame, self.checksums, &self.addresses).map_err(|e| e.drop_reason())?;
+        let parsed = parse_rx(frame, self.checksums, &self.addresses)
+            .map_err(|e| DropReason::for_frame(&e))?;
         if parsed.dst_port != self.udp_port {
             return Err(DropReason::NotFalconPort);
         }

@@ -149,12 +149,12 @@ pub(crate) fn check_version_and_type(
     version: u8,
     found: super::PacketType,
     expected: super::PacketType,
-) -> Result<(), crate::error::ParseError> {
+) -> Result<(), crate::wire::ParseError> {
     if version != FALCON_VERSION {
-        return Err(crate::error::ParseError::BadVersion(version));
+        return Err(crate::wire::ParseError::BadVersion(version));
     }
     if found != expected {
-        return Err(crate::error::ParseError::UnexpectedPacketType { expected, found });
+        return Err(crate::wire::ParseError::UnexpectedPacketType { expected, found });
     }
     Ok(())
 }

@@ -13,9 +13,9 @@ use core::ops::Range;
 use super::ack::{BackPacket, BackRepr, EackPacket, EackRepr};
 use super::common::{field, FALCON_VERSION, PEEK_LEN};
 use super::{nack, pull_data, pull_request, push_data, resync, PacketType};
-use crate::error::ParseError;
 use crate::ids::ConnectionId;
 use crate::wire::bytes::read_u24;
+use crate::wire::ParseError;
 
 /// Any Falcon packet, typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
