@@ -176,18 +176,6 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// [`Rejected`] with the payload: too long, or out of credits (the ULP
     /// also gets an Xoff).
     #[inline]
-    pub fn submit(
-        &mut self,
-        ctx: &mut Ctx<'_, B, S>,
-        transaction: Transaction<S>,
-    ) -> Result<Rsn, Rejected<Transaction<S>>> {
-        self.submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
-    }
-
-    /// [`submit`](Self::submit) with the parts of the context it uses: the
-    /// engine's submit then builds no [`Ctx`] in memory for the refusal path's
-    /// Xoff alone.
-    #[inline]
     pub(crate) fn submit_with(
         &mut self,
         shared: &mut Shared<B, S>,
@@ -342,16 +330,6 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         (start..self.slots.len()).find(|&index| self.slots[index].kind == kind)
     }
 
-    /// The first transmission of our Pull Request or Push Data `rsn` left
-    /// with `psn` (states PullReqTx / PushDataTx, §8.4.3); its soft-state
-    /// timeout starts.
-    #[inline]
-    pub fn on_first_transmit(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) {
-        if let Some(index) = self.index(rsn) {
-            self.mark_sent(index, now, psn);
-        }
-    }
-
     /// PullReqTx / PushDataTx for slot `index`, sent with `psn` at `now`.
     /// Inline: out of line, every first transmission would pay a call and its
     /// register saves, and the slot would be found again.
@@ -385,8 +363,10 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         self.new_deadline
     }
 
-    /// [`on_first_transmit`](Self::on_first_transmit), then the payload to
-    /// build the packet with (one slot lookup for both). Inline in the transmit
+    /// The first transmission of our Pull Request or Push Data `rsn` left
+    /// with `psn` (states PullReqTx / PushDataTx, §8.4.3); its soft-state
+    /// timeout starts. Returns the payload to build the packet with (one
+    /// slot lookup for both). Inline in the transmit
     /// loop, its only caller: out of line it would pay a call and its register
     /// saves per first transmission.
     #[inline]
@@ -1213,7 +1193,7 @@ mod tests {
         for (i, &pull) in kinds.iter().enumerate() {
             for h in [&mut batched, &mut single] {
                 let now = h.now;
-                let (initiator, mut ctx) = h.ctx();
+                let (initiator, ctx) = h.ctx();
                 let payload = vec![i as u8; 8 + i % 5];
                 let transaction = if pull {
                     Transaction::pull(i as u64, 16)
@@ -1221,8 +1201,10 @@ mod tests {
                 } else {
                     Transaction::push(i as u64, payload)
                 };
-                let rsn = initiator.submit(&mut ctx, transaction).expect("credits");
-                initiator.on_first_transmit(now, rsn, Psn::new(i as u32));
+                let rsn = initiator
+                    .submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
+                    .expect("credits");
+                let _ = initiator.first_transmit(now, rsn, Psn::new(i as u32));
                 first.get_or_insert(rsn);
             }
         }
@@ -1260,13 +1242,15 @@ mod tests {
 
     /// Submits a push (`false`) or a pull (`true`); returns its RSN.
     fn submit_kind(h: &mut Harness, pull: bool) -> Rsn {
-        let (initiator, mut ctx) = h.ctx();
+        let (initiator, ctx) = h.ctx();
         let transaction = if pull {
             Transaction::pull(0, 16).with_header(UlpHeader::new(&[1; 8]).expect("short header"))
         } else {
             Transaction::push(0, vec![2; 8])
         };
-        initiator.submit(&mut ctx, transaction).expect("credits")
+        initiator
+            .submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
+            .expect("credits")
     }
 
     /// Tops the delivery sublayer up and sends what it picks, as the
@@ -1282,7 +1266,7 @@ mod tests {
             let (role, rsn) = decode_handle(packet.handle.expect("a transaction packet"));
             assert_eq!(role, Role::Initiator);
             let pull = matches!(packet.repr, crate::wire::FalconRepr::PullRequest(_));
-            h.initiator.on_first_transmit(h.now, rsn, packet.psn());
+            let _ = h.initiator.first_transmit(h.now, rsn, packet.psn());
             sent.push((pull, rsn));
         }
         sent
