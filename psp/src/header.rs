@@ -445,10 +445,8 @@ impl HeaderRepr {
     /// bytes; `crypt_offset` is masked to 6 bits.
     ///
     /// Always inlined: a dozen stores once its fields are constants in the
-    /// caller. Left to LLVM, unrelated edits in `falcon-core` flipped it
-    /// in and out of `seal_in_place` (out of line: +48.5 in `emit`, −24.8 in
-    /// `seal_in_place`; callgrind, push64-psp: 5045.4 → 5022.7 instructions
-    /// per transaction).
+    /// caller. Left to LLVM, unrelated edits in `falcon-core` flip it in and
+    /// out of `seal_in_place`.
     #[inline(always)]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, header: &mut Header<T>) {
         header.set_next_header(self.next_header);

@@ -70,18 +70,12 @@
 //! vectorizes) before the per-event part that reads and writes the state
 //! table runs in order. Results are exactly those of the per-event path
 //! ([`Rue::handle_event`]); `tests/differential.rs` checks it on ~100 k
-//! random events per stream. Measured, `falcon bench rue` at 1 M connections
-//! (Swift, release, 2-core KVM AMD EPYC with other builds running on the
-//! other core, best of runs interleaved with the previous implementation):
-//! see [`DEFAULT_LOOKAHEAD`] and the numbers recorded on the batch and lane
-//! modules. The bench's loop under callgrind (1 M connections, per-event
-//! push and pop): 594 instructions per event with integer lanes, results
-//! built on the stack and copied (a store-forwarding stall, ≈ 16 % of the
-//! time in `perf annotate`) and 4.3 KiB of lanes zeroed per batch; 446
-//! with f64 lanes (`swift::lanes`), results written in place, lanes kept
-//! in [`Rue`], and no per-event profile lookup when one profile runs every
-//! event. `falcon bench rue`: 10.3–11.5 M/s before, 19.6–20.2 M/s after
-//! (with `push_slice`/`pop_each`, three runs each, other jobs running).
+//! random events per stream. The batched path's cost rests on f64 lanes
+//! (`swift::lanes`), results written in place in the result queue (built on the
+//! stack and copied, each would be a store-forwarding stall), lanes kept in
+//! [`Rue`] rather than zeroed per batch, and no per-event profile lookup when
+//! one profile runs every event. Measured figures are on [`DEFAULT_LOOKAHEAD`]
+//! and in `dataplane/app/PERFORMANCE.md`.
 //!
 //! # FAE lookahead
 //!
@@ -104,34 +98,21 @@ use crate::format::{CcEvent, CcResult, MAX_CONNECTION_ID};
 
 /// Default lookahead distance K of the prefetch-by-load, in events.
 ///
-/// Measured with the loop of `falcon bench rue` at 1 M connections
-/// (release, 2-core KVM AMD EPYC with other builds running, one core,
-/// inline push → process → pop, batches of 256, Swift, random connection
-/// ids, best of 60 rounds of 5 ms, load ≈ 3.4): with the hot/cold table
-/// (a Swift event reads 2 bytes of a 2 MiB array) and the batched path the
-/// lookahead matters little: K = 0 11.6–12.0 M/s, K = 8 12.1–12.6 M/s,
-/// K = 16 12.2–12.7 M/s, K = 32 12.3–12.4 M/s, K = 64 12.2–12.5 M/s,
-/// K = 128 12.0–12.7 M/s. With the f64 lanes, results written in place
-/// and `push_slice`/`pop_each`, still a wash: K = 32 19.8–21.3 M/s, K = 0
-/// 20.3–21.0 M/s (`falcon bench rue`, three runs, other jobs on the other
-/// core). It still pays for DCQCN and multipath Swift, whose state is in
-/// the 64-byte cold slots. Before the hot/cold table and
-/// the batched path (one 64-byte slot per connection, per-event Swift):
+/// Measured with the loop of `falcon bench rue` at 1 M connections (release,
+/// 2-core KVM AMD EPYC, inline push → process → pop, Swift, random connection
+/// ids, three runs, other jobs on the other core): with the hot/cold table (a
+/// Swift event reads 2 bytes of a 2 MiB array), the batched path, the f64 lanes
+/// and `push_slice`/`pop_each`, the lookahead is a wash for single-path Swift:
+/// K = 32 19.8–21.3 M/s, K = 0 20.3–21.0 M/s. It pays for DCQCN and multipath
+/// Swift, whose state is in the 64-byte cold slots (for one 64-byte slot per
+/// connection, K = 32 about doubles the event rate:
+/// `dataplane/app/PERFORMANCE.md`).
 ///
-/// | K | events/s | ns/event |
-/// |---|---|---|
-/// | 0 (off) | 4.2–5.2 M | 190–240 |
-/// | 8 | 7.7–9.2 M | 108–130 |
-/// | 16 | 8.8–10.3 M | 97–114 |
-/// | 32 | 9.5–10.6 M | 94–105 |
-/// | 64 | 10.7 M | 93 |
-/// | 128 | 9.9 M | 101 |
-///
-/// A first version that touched slot `i + K` inside the per-event loop
-/// (instead of in bursts) measured 0.9–1.05× (no gain): each touch missed
-/// while the long per-event path filled the reorder buffer behind it.
-/// Random 64-byte reads over 64 MiB reach ≈ 12 ns each here in a tight loop
-/// (≈ 190 ns dependent), which bounds what any lookahead can hide.
+/// Touching slot `i + K` inside the per-event loop, rather than in bursts,
+/// gains nothing: each touch misses while the long per-event path fills the
+/// reorder buffer behind it. Random 64-byte reads over 64 MiB reach ≈ 12 ns
+/// each here in a tight loop (≈ 190 ns dependent), which bounds what any
+/// lookahead can hide.
 pub const DEFAULT_LOOKAHEAD: usize = 32;
 
 /// Events per `process` call of the threaded loop.

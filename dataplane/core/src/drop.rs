@@ -15,7 +15,7 @@ use core::fmt;
 
 use psp::RxDrop;
 
-use crate::error::ParseError;
+use crate::wire::{FrameError, ParseError};
 
 /// Why a packet was dropped. One enum for the whole dataplane.
 ///
@@ -270,8 +270,7 @@ impl DropReason {
 
     /// The drop reason for a Falcon parse error (from
     /// [`FalconRepr::parse`](crate::wire::FalconRepr::parse) or a typed
-    /// `Repr::parse`). Frame errors map through
-    /// [`FrameError::drop_reason`](crate::wire::FrameError::drop_reason).
+    /// `Repr::parse`). Frame errors map through [`for_frame`](Self::for_frame).
     pub const fn for_falcon(error: &ParseError) -> DropReason {
         match error {
             ParseError::BadVersion(_) => DropReason::BadFalconVersion,
@@ -282,6 +281,25 @@ impl DropReason {
             | ParseError::BadChecksum(_)
             | ParseError::Fragmented
             | ParseError::UnexpectedPacketType { .. } => DropReason::MalformedFalcon,
+        }
+    }
+
+    /// The drop reason for an outer-frame error (from
+    /// [`frame::parse`](crate::wire::frame::parse) or
+    /// [`parse_rx`](crate::wire::parse_rx)): the layer at fault, with a
+    /// reason of its own for a bad checksum and an IPv4 fragment.
+    pub const fn for_frame(error: &FrameError) -> DropReason {
+        match error {
+            FrameError::Ethernet(_) => DropReason::MalformedEthernet,
+            FrameError::UnsupportedEtherType(_) => DropReason::UnsupportedEtherType,
+            FrameError::Ipv4(ParseError::BadChecksum(_)) => DropReason::BadIpChecksum,
+            FrameError::Ipv4(ParseError::Fragmented) => DropReason::IpFragment,
+            FrameError::Ipv4(_) | FrameError::Ipv6(_) => DropReason::MalformedIp,
+            FrameError::NotUdp(_) => DropReason::NotUdp,
+            FrameError::DestinationMac(_) => DropReason::DestinationMacMismatch,
+            FrameError::DestinationIp(_) => DropReason::DestinationIpMismatch,
+            FrameError::Udp(ParseError::BadChecksum(_)) => DropReason::BadUdpChecksum,
+            FrameError::Udp(_) => DropReason::MalformedUdp,
         }
     }
 }
@@ -384,6 +402,49 @@ mod tests {
 
     use super::*;
     use crate::wire::PacketType;
+
+    #[test]
+    fn frame_errors_map_to_their_layer_and_checksum_reasons() {
+        use crate::wire::{EtherType, EthernetAddress, IpProtocol};
+
+        let truncated = ParseError::Truncated {
+            what: "header",
+            need: 20,
+            have: 10,
+        };
+        let checksum = ParseError::BadChecksum("x");
+        let cases = [
+            (
+                FrameError::Ethernet(truncated),
+                DropReason::MalformedEthernet,
+            ),
+            (
+                FrameError::UnsupportedEtherType(EtherType::Arp),
+                DropReason::UnsupportedEtherType,
+            ),
+            (FrameError::Ipv4(checksum), DropReason::BadIpChecksum),
+            (
+                FrameError::Ipv4(ParseError::Fragmented),
+                DropReason::IpFragment,
+            ),
+            (FrameError::Ipv4(truncated), DropReason::MalformedIp),
+            (FrameError::Ipv6(truncated), DropReason::MalformedIp),
+            (FrameError::NotUdp(IpProtocol::Tcp), DropReason::NotUdp),
+            (
+                FrameError::DestinationMac(EthernetAddress([2, 0, 0, 0, 0, 9])),
+                DropReason::DestinationMacMismatch,
+            ),
+            (
+                FrameError::DestinationIp("10.0.0.9".parse().unwrap()),
+                DropReason::DestinationIpMismatch,
+            ),
+            (FrameError::Udp(checksum), DropReason::BadUdpChecksum),
+            (FrameError::Udp(truncated), DropReason::MalformedUdp),
+        ];
+        for (error, reason) in cases {
+            assert_eq!(DropReason::for_frame(&error), reason, "{error:?}");
+        }
+    }
 
     #[test]
     fn index_matches_all_and_names_are_unique_snake_case() {

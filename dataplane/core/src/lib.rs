@@ -16,11 +16,11 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`api`] | the ULP API: engine, node, connections, frames, transactions, events, credits, stats (re-exports) |
-//! | [`wire`] | zero-copy views and `Repr` value types for Ethernet II (+802.1Q), IPv4, IPv6, UDP and every Falcon 0.9 header; the frame helper (Eth → IP → UDP) and the Falcon dispatch ([`wire::FalconRepr`]) |
+//! | [`wire`] | zero-copy views and `Repr` value types for Ethernet II (+802.1Q), IPv4, IPv6, UDP and every Falcon 0.9 header; the frame helper (Eth → IP → UDP), the Falcon dispatch ([`wire::FalconRepr`]) and [`ParseError`](wire::ParseError) (what is wrong with a packet) |
 //! | [`seq`] | [`Psn`](seq::Psn) and [`Rsn`](seq::Rsn): 32-bit sequence numbers with modulo-2^32 comparison |
 //! | [`ids`] | [`ConnectionId`](ids::ConnectionId) and [`DestinationFunction`](ids::DestinationFunction) (24-bit, validated) |
-//! | [`error`] | [`ParseError`](error::ParseError) (what is wrong with a packet) and [`RangeError`](error::RangeError) (a value too wide for its field) |
-//! | [`drop`](mod@drop) | [`DropReason`](drop::DropReason), the one drop-reason enum of the dataplane, and [`DropCounters`](drop::DropCounters) |
+//! | [`error`] | [`RangeError`](error::RangeError) (a value too wide for its field), for [`ids`] and [`wire`] |
+//! | [`drop`](mod@drop) | [`DropReason`](drop::DropReason), the one drop-reason enum of the dataplane (with the mapping from [`wire`]'s errors), and [`DropCounters`](drop::DropCounters) |
 //! | [`time`] | [`Timestamp`](time::Timestamp) (ns, injected) and the Falcon time units |
 //! | [`random`] | [`Random`](random::Random) and the seeded [`SplitMix64`](random::SplitMix64) |
 //! | [`delivery`] | the packet delivery sublayer (OCP Falcon 0.9 §9): [`DeliveryConnection`](delivery::DeliveryConnection) |
@@ -33,7 +33,7 @@
 //! | [`scheduler`] | the connection scheduler's round-robin ring (§8.3) |
 //!
 //! Nothing in this crate panics on packet input: a malformed packet is a
-//! [`ParseError`](error::ParseError), which the pipeline maps to a counted
+//! [`ParseError`](wire::ParseError), which the pipeline maps to a counted
 //! [`DropReason`](drop::DropReason).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

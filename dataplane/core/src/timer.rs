@@ -74,10 +74,9 @@ pub struct TimingWheel<K> {
     overflow: BinaryHeap<Reverse<Far<K>>>,
     sequence: u64,
     len: usize,
-    /// The earliest deadline held: kept on insert, found again by a scan
-    /// only when `expire` took entries out. `poll_timeout` reads it once
-    /// per loop turn; scanning there cost ~40 instructions per transaction
-    /// in the 64-byte bench loop (callgrind, `bench core --profile push64`).
+    /// The earliest deadline held: kept on insert, found again by a scan only
+    /// when `expire` took entries out. `poll_timeout` reads it once per loop
+    /// turn, so it never scans.
     next: Option<Timestamp>,
 }
 

@@ -23,13 +23,13 @@
 //!    run one by one there, so that an event sees what an earlier one of
 //!    its connection wrote.
 //!
-//! Why: one event's path was a dependency chain (square root → division →
-//! window → fixed point → NIC window → fraction) longer than the
-//! out-of-order window, with data-dependent rule choices that LLVM compiled
-//! to branches (≈ 2 mispredictions per event, callgrind --branch-sim), so
-//! events ran one after the other at the chain's latency. Over lanes, the
-//! steps are branch-free and independent across events. Measured numbers
-//! are in `engine`'s module doc.
+//! Why: one event's path is a dependency chain (square root → division → window
+//! → fixed point → NIC window → fraction) longer than the out-of-order window,
+//! with data-dependent rule choices that LLVM compiles to branches (≈ 2
+//! mispredictions per event, callgrind --branch-sim), so events run one after
+//! the other at the chain's latency. Over lanes, the steps are branch-free and
+//! independent across events. Measured figures are in
+//! `dataplane/app/PERFORMANCE.md`.
 
 use crate::algorithm::{AnyAlgorithm, Profiles};
 use crate::format::{CcEvent, CcResult, EventType};
@@ -93,10 +93,9 @@ pub(super) fn run_batch(
             run = next + 1;
         }
         let run_events = &events[start..start + run];
-        // Slots initialized with `Default` (three stores each), then written
-        // in place. (`fill_from_iter` passed each result through an `Option`
-        // in memory, ≈ 60 instructions per event in callgrind; a buffer and
-        // a copy measured no better than this.)
+        // Slots initialized with `Default` (three stores each), then written in
+        // place. (`fill_from_iter` would pass each result through an `Option`
+        // in memory; a buffer and a copy are no better.)
         let Ok(mut chunk) = results.write_chunk(run) else {
             return start;
         };

@@ -9,7 +9,7 @@
 //! cold slot (one cache line, a [`ConnectionState`]). Cold slots come in
 //! chunks allocated when first written: single-path Swift never writes one
 //! unless a retransmit event or a caller's `get` moves its state there, and
-//! allocated up front they were 64 of the 70 bytes per connection (64 MiB
+//! allocated up front they would be 64 of the 70 bytes per connection (64 MiB
 //! at 1 M connections, `falcon bench scale`). Single-path Swift, the
 //! common case, keeps its ncwnd fraction in the hot word and its PLB
 //! counters in the PLB word (the rest of [`SwiftState`] is multipath's), and

@@ -34,12 +34,8 @@
 //! f64 (integer values below 2^53 are exact there, and their compares,
 //! minima and floors are the integer ones); its integer-valued outputs go
 //! back to `u32` with one add (`exact_u32`) where a result is assembled.
-//! Callgrind, `falcon bench rue`'s loop at 1 M connections: the fabric and
-//! NIC compute loops went from 123 + 83 instructions per event (with
-//! integer lanes) to 94 for both, the gather, which took their integer
-//! steps over, from 52 to 125: 258 → 219 in all. Compares that depend on
-//! the data (an RTT elapsed, a level below its target) stay in the compute
-//! loop: made in the gather, LLVM turned them into branches.
+//! Compares that depend on the data (an RTT elapsed, a level below its target)
+//! stay in the compute loop: made in the gather, LLVM turns them into branches.
 
 use super::{AckStep, Swift, SwiftConfig, INV_LEVEL};
 use crate::blocks::{inter_packet_gap, retransmit_timeout, smoothed};
@@ -409,9 +405,8 @@ fn min(a: f64, b: f64) -> f64 {
 
 /// Swift's whole ACK/NACK step of up to `N` events: the gathered inputs,
 /// the event-only step and the NIC window. The RUE core keeps one and
-/// reuses it batch after batch: lanes past a batch's end hold what an
-/// earlier batch left there (4.3 KiB zeroed per batch of 32 cost ≈ 70
-/// instructions per event in callgrind).
+/// reuses it batch after batch: lanes past a batch's end hold what an earlier
+/// batch left there (they are not zeroed: 4.3 KiB per batch of 32).
 #[derive(Default)]
 pub(crate) struct BatchLanes<const N: usize> {
     inputs: Inputs<N>,

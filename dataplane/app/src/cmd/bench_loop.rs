@@ -619,11 +619,9 @@ impl EngineLoop {
                             }
                             engine.release(r.payload);
                         }
-                        // Only the fields the ULP reads, moved out one by
-                        // one: the whole `Completion` bound to a name was
-                        // copied to the stack first (callgrind, push64:
-                        // 2671.5 → 2650.6 instructions per transaction,
-                        // `EngineLoop::run` self 103.6 → 89.8).
+                        // Only the fields the ULP reads, moved out one by one:
+                        // the whole `Completion` bound to a name would be
+                        // copied to the stack first.
                         UlpEvent::Completion(Completion {
                             status,
                             tag,

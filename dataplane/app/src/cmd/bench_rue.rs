@@ -138,11 +138,8 @@ impl Setup {
     /// The batch is queued with one slice copy and one index publication
     /// (`push_slice`), and the results are read where they lie in the
     /// result queue and freed together (`pop_each`), as a datapath loop
-    /// turn does with a burst. (Per-event `push` and `pop`, one 76-byte and
-    /// one 48-byte move and one index publication each, took 64
-    /// instructions per event in callgrind; these take ≈ 5 plus one 19 KiB
-    /// `memcpy` per turn, and the Swift loop ran 10–25 % faster with them:
-    /// see `RueChannel::push_slice`.)
+    /// turn does with a burst. Per-event `push` and `pop` would each move an
+    /// event or a result and publish an index (see `RueChannel::push_slice`).
     #[inline]
     fn turn(&mut self, events: &[CcEvent]) -> Result<()> {
         let end = self.cursor + BATCH;

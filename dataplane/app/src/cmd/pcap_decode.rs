@@ -99,7 +99,7 @@ pub fn decode_frame(data: &[u8], db: Option<&mut SaDatabase>, summary: &mut Summ
     let parsed = match frame::parse_with(data, ChecksumChecks::ALL) {
         Ok(parsed) => parsed,
         Err(e) => {
-            drop(&mut out, summary, e.drop_reason(), e.to_string());
+            drop(&mut out, summary, DropReason::for_frame(&e), e.to_string());
             return Value::Object(out);
         }
     };

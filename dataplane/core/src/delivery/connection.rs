@@ -309,10 +309,9 @@ impl DeliveryConnection {
         if self.failed.is_some() {
             return RxOutcome::Dropped(DropReason::ConnectionNotAlive);
         }
-        // One call of `handle_transaction` for the three transaction types,
-        // so that it is inlined here: three calls kept it out of line, a
-        // call and its register saves per packet (callgrind, push64: 2998.4
-        // → 2989.6 instructions per transaction).
+        // One call of `handle_transaction` for the three transaction types, so
+        // that it is inlined here: three calls keep it out of line, a call and
+        // its register saves per packet.
         let (kind, header, request_length) = match repr {
             FalconRepr::Back(back) => return self.handle_ack(now, back, None, meta),
             FalconRepr::Eack(eack) => return self.handle_ack(now, &eack.back, Some(eack), meta),
@@ -704,10 +703,9 @@ impl DeliveryConnection {
 
     // --- Receive path ---------------------------------------------------
 
-    // Always inlined: called from `handle_push_data` as well, LLVM kept it
-    // out of line, the arrival returned through memory and the engine's
-    // receive path matching on it again (callgrind, push64: 2483.2 → 2441.6
-    // instructions per transaction; push64-psp 5227.5 → 5196.8).
+    // Always inlined: called from `handle_push_data` as well, LLVM keeps it out
+    // of line, the arrival returned through memory and the engine's receive
+    // path matching on it again.
     #[inline(always)]
     fn handle_transaction(
         &mut self,
@@ -752,15 +750,13 @@ impl DeliveryConnection {
     /// The RBPSN/DBPSN of an incoming data packet: a cumulative ACK without
     /// timestamps. A stale one is ignored (reordering makes it common; only
     /// the ACK part is discarded, §9.2.3).
-    // Always inlined: out of line, a call and its register saves for the
-    // two compares of the usual case (callgrind, push64: 2424.6 → 2410.7
-    // instructions per transaction; push64-psp 5182.0 → 5167.9).
+    // Always inlined: out of line, a call and its register saves for the two
+    // compares of the usual case.
     #[inline(always)]
     pub(super) fn handle_piggyback(&mut self, header: &BaseHeader) -> Result<(), DropReason> {
         // Nothing new, the usual case for a stream of requests: both bases
         // already ours. Checked here, inline, before the out-of-line
-        // `acknowledge_bases` (~48 → ~8 instructions a data packet,
-        // callgrind, `push64_psp_profile`).
+        // `acknowledge_bases`.
         if header.request_bpsn == self.tx_request.base() && header.data_bpsn == self.tx_data.base()
         {
             return Ok(());

@@ -153,10 +153,9 @@ pub struct TxPacket {
     /// the payload of `payload_len` bytes (the repr's payload range) comes
     /// from `handle`.
     pub repr: FalconRepr,
-    /// The header's PSN (a Resync's is the original's), as the sender
-    /// chose it: read back from `repr` it cost a dispatch on the packet
-    /// type per first transmission (callgrind, push64 profile: 2712.7 →
-    /// 2702.9 instructions per transaction).
+    /// The header's PSN (a Resync's is the original's), as the sender chose it:
+    /// read back from `repr` it would cost a dispatch on the packet type per
+    /// first transmission.
     pub psn: Psn,
     /// The payload to copy after the header (`None` for a Resync).
     pub handle: Option<PayloadHandle>,

@@ -130,10 +130,8 @@ impl RxWindow {
 
     /// The sliding-window check (§9.2.2.4), setting OWN on an out-of-window
     /// drop.
-    // Always inlined, as `check_bit`: out of line, the receive path called
-    // `check_bit` and had the unused u128 bit returned through memory
-    // (callgrind, push64: 2441.6 → 2424.6 instructions per transaction;
-    // push64-psp 5196.8 → 5182.0).
+    // Always inlined, as `check_bit`: out of line, the receive path would call
+    // `check_bit` and have the unused u128 bit returned through memory.
     #[inline(always)]
     pub fn check(&mut self, psn: Psn) -> WindowCheck {
         match self.check_bit(psn) {
@@ -145,8 +143,7 @@ impl RxWindow {
     /// [`check`](Self::check), with the bit of an accepted `psn` (`Ok`) for
     /// [`receive_bit`](Self::receive_bit) or
     /// [`acknowledge_bit`](Self::acknowledge_bit), so the transaction
-    /// sublayer's admission computes the u128 bit once (callgrind, push64:
-    /// 3478 → 3446 instructions per transaction).
+    /// sublayer's admission computes the u128 bit once.
     #[inline(always)]
     pub fn check_bit(&mut self, psn: Psn) -> Result<u128, WindowCheck> {
         if psn.before(self.base) {
@@ -210,11 +207,8 @@ impl RxWindow {
     ///
     /// The usual answer is in order: `psn` is BPSN and nothing above it is
     /// acknowledged yet, so BPSN advances by exactly one and every bitmap
-    /// shifts by one, a constant shift instead of four by a variable
-    /// advance. As the two calls it replaced the ULP ACK took ~150
-    /// instructions (the PSN's bit computed twice, four u128 shifts by a
-    /// variable count); callgrind, push64 profile: 3570 → 3478 instructions
-    /// per transaction.
+    /// shifts by one, a constant shift instead of four by a variable advance,
+    /// and the PSN's bit is computed once.
     #[inline]
     pub fn acknowledge_ulp(&mut self, psn: Psn) -> Option<bool> {
         let offset = self.base.distance(psn);
@@ -307,11 +301,9 @@ impl RxWindow {
 }
 
 /// Bit `offset` (< 128) of `bits`, read in the 64-bit half that holds it.
-/// Tested as `bits & 1u128 << offset`, LLVM shifted the u128 right by
-/// `offset` (a funnel shift, two shifts and three selects) for each of the
-/// two window checks of every data packet (callgrind, push64: 2739.1 →
-/// 2721.4 instructions per transaction, `handle_packet` 154.9 → 142.9 and
-/// `on_request` 367.2 → 361.2 inclusive).
+/// Tested as `bits & 1u128 << offset`, LLVM shifts the u128 right by `offset`
+/// (a funnel shift, two shifts and three selects) for each of the two window
+/// checks of every data packet.
 #[inline(always)]
 fn is_set(bits: u128, offset: u32) -> bool {
     let half = if offset < 64 {
@@ -322,11 +314,9 @@ fn is_set(bits: u128, offset: u32) -> bool {
     half >> (offset % 64) & 1 != 0
 }
 
-/// `1u128 << offset` (`offset` < 128) as the bit in one 64-bit half and
-/// zero in the other: the u128 shift was a funnel shift, two shifts and
-/// two selects, on every admitted packet (callgrind, push64: 2365.4 →
-/// 2360.4 instructions per transaction, `Target::on_request` 302.8 →
-/// 297.8).
+/// `1u128 << offset` (`offset` < 128) as the bit in one 64-bit half and zero in
+/// the other: the u128 shift is a funnel shift, two shifts and two selects, on
+/// every admitted packet.
 #[inline(always)]
 fn bit_at(offset: u32) -> u128 {
     let bit = 1u64 << (offset % 64);

@@ -24,10 +24,8 @@ use crate::wire::{
 /// The three first-transmission queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Queue {
-    // Push Data first: the usual queue is then the variant tested first
-    // (zero) where `send_first` dispatches on it (callgrind, push64:
-    // 2300.3 → 2296.4 instructions per transaction, `Engine::poll_transmit`
-    // 377.1 → 373.2 self; push64-psp 5053.3 → 5049.5).
+    // Push Data first: the usual queue is then the variant tested first (zero)
+    // where `send_first` dispatches on it.
     PushData,
     PullData,
     PullRequests,
@@ -66,15 +64,13 @@ impl DeliveryConnection {
         if self.failed.is_some() {
             return None;
         }
-        // Nothing marked in either window (the common case): the
-        // out-of-line `pick_retransmit` is skipped, ~37 → ~4 instructions a
-        // packet (callgrind, `push64_psp_profile`).
+        // Nothing marked in either window (the common case): the out-of-line
+        // `pick_retransmit` is skipped.
         let marked =
             self.tx_request.retransmit_pending() > 0 || self.tx_data.retransmit_pending() > 0;
-        // A retransmission and a first transmission each go from their own
-        // pick to their own send: one `Option<Candidate>` for both was packed
-        // into a register and unpacked again per packet (callgrind, push64
-        // profile: 2729.8 → 2712.7 instructions per transaction).
+        // A retransmission and a first transmission each go from their own pick
+        // to their own send: one `Option<Candidate>` for both would be packed
+        // into a register and unpacked again per packet.
         if marked {
             match self.pick_retransmit() {
                 RetransmitPick::Send(window, psn) => {
@@ -195,10 +191,8 @@ impl DeliveryConnection {
     fn pick_first(&self) -> Option<Queue> {
         let gate = self.gate();
         // A queue holds one kind (`submit` queues by kind), so its window and
-        // its ncwnd gating are the queue's, not read from the head packet:
-        // only the ordered choice between two request heads reads a head
-        // (callgrind, push64 profile: 2968 → 2953 instructions per
-        // transaction).
+        // its ncwnd gating are the queue's, not read from the head packet: only
+        // the ordered choice between two request heads reads a head.
         let ready = |queue: Queue| {
             let kind = queue.kind();
             let window = kind.window();
@@ -209,11 +203,8 @@ impl DeliveryConnection {
         let requests = !self.queues.pull_requests.is_empty();
         let pushes = !self.queues.push_data.is_empty();
         if !requests && self.queues.pull_data.is_empty() {
-            // Push Data alone (the usual initiator): no turn to take
-            // between the queues, so no round-robin choice of the result
-            // (callgrind, push64: 2315.5 → 2304.3 instructions per
-            // transaction, `Engine::poll_transmit` 388.3 → 377.1 self;
-            // push64-psp 5066.6 → 5057.5).
+            // Push Data alone (the usual initiator): no turn to take between
+            // the queues, so no round-robin choice of the result.
             return Some(Queue::PushData).filter(|&q| pushes && ready(q));
         }
         let initiator = match (requests, pushes) {
@@ -295,9 +286,7 @@ impl DeliveryConnection {
     fn send_first(&mut self, now: Timestamp, queue: Queue) -> Option<TxPacket> {
         // One copy per queue, each with its kind a constant: the queue's
         // `VecDeque`, the window, the ORC count and the header's packet type
-        // are then fixed, not looked up from the popped packet (callgrind,
-        // push64 profile: 2511.9 → 2489.3 instructions per transaction;
-        // push64-psp 5267.2 → 5244.7).
+        // are then fixed, not looked up from the popped packet.
         match queue {
             Queue::PullRequests => self.send_first_of(now, Queue::PullRequests),
             Queue::PushData => self.send_first_of(now, Queue::PushData),
@@ -383,20 +372,18 @@ impl DeliveryConnection {
         Some(self.build(now, psn, SlotFields::of(&slot), retransmission))
     }
 
-    /// When a packet sent at `now` is due for retransmission (§9.1.5: the
-    /// RUE's RTO). In nanoseconds, not through `Duration` (callgrind, push64
-    /// profile: 3570 → 3556 instructions per transaction).
+    /// When a packet sent at `now` is due for retransmission (§9.1.5: the RUE's
+    /// RTO). In nanoseconds, not through `Duration`, which costs more per
+    /// packet.
     #[inline]
     fn rto_deadline(&self, now: Timestamp) -> Timestamp {
         now.saturating_add_nanos(self.rue.state.rto_nanos())
     }
 
-    /// The header of `psn`, whose slot holds `fields`, with the AR bit and
-    /// the piggy-backed ACK. Always inline: left to LLVM it went out of line
-    /// whenever unrelated code grew (one merge took the 64-byte PSP push
-    /// loop from 6 215 to 6 327 instructions per transaction), and the
-    /// 112-byte `TxPacket` it returns was then built in memory and copied;
-    /// pinned, 6 222 → 6 190 (callgrind `push64_psp_profile`).
+    /// The header of `psn`, whose slot holds `fields`, with the AR bit and the
+    /// piggy-backed ACK. Always inline: left to LLVM it goes out of line
+    /// whenever unrelated code grows, and the `TxPacket` it returns is then
+    /// built in memory and copied.
     #[inline(always)]
     fn build(
         &mut self,
@@ -424,10 +411,9 @@ impl DeliveryConnection {
         ) | asked;
         // §9.1.6: stop the coalescing timer when the piggy-backed bases say
         // everything (all three bitmaps zero, R-OWN and D-OWN clear). An
-        // AR-triggered ACK stays due. The receive bitmaps are only
-        // looked at when there is a timer to stop (never on a connection
-        // that only sends data; callgrind, push64 profile: 3144 → 3126
-        // instructions per transaction).
+        // AR-triggered ACK stays due. The receive bitmaps are only looked at
+        // when there is a timer to stop (never on a connection that only sends
+        // data).
         if self.coalescing.is_counting() && self.rx_request.is_quiet() && self.rx_data.is_quiet() {
             self.coalescing.stop_timer();
         }
@@ -446,9 +432,8 @@ impl DeliveryConnection {
         };
         let payload_len = usize::from(payload_len);
         // The packet is built last, in the returned value: built into locals
-        // before the timer and RACK updates above, it was assembled on the
-        // stack and copied again (callgrind, push64 profile: 3504 → 3486
-        // instructions per transaction).
+        // before the timer and RACK updates above, it would be assembled on the
+        // stack and copied again.
         match kind {
             SentKind::Transaction(PacketKind::PullRequest) => TxPacket {
                 repr: FalconRepr::PullRequest(PullRequestRepr {
@@ -495,11 +480,10 @@ impl DeliveryConnection {
     }
 }
 
-/// What [`DeliveryConnection::build`] needs of a retransmit-buffer slot.
-/// Handed over by the caller, which has the values at hand (the packet it
-/// just pushed, the slot it copied), rather than looked up again: the
-/// lookup re-checked the PSN against the window and the TX ack bitmap
-/// (callgrind, push64 profile: 3172 → 3155 instructions per transaction).
+/// What [`DeliveryConnection::build`] needs of a retransmit-buffer slot. Handed
+/// over by the caller, which has the values at hand (the packet it just pushed,
+/// the slot it copied), rather than looked up again, which would re-check the
+/// PSN against the window and the TX ack bitmap.
 #[derive(Debug, Clone, Copy)]
 struct SlotFields {
     kind: SentKind,

@@ -6,23 +6,13 @@
 //! (and returns to the port the frames the engine or the ULP let go of)
 //! and nothing else; `now` still comes from the caller.
 //!
-//! Each frame goes through every stage before the next one starts (parse,
-//! PSP open, Falcon, delivery, transaction; or pick, header, copy, seal).
-//! Staging a burst instead, with one pass for the PSP opens (or the copies
-//! and seals) and one for the engine work, so that the 4 KiB payloads'
-//! streaming would not evict the engines' state between packets, was
-//! measured against it in `falcon bench core --json`, eight alternating
-//! pairs:
-//!
-//! - receive only: `loop4k_ratio` +0.009 median, `push64_ratio` −0.020;
-//! - receive and transmit: `loop4k_ratio` ±0.000, `push64_ratio` +0.031;
-//! - callgrind, push64-psp: more instructions, and the same simulated L1i
-//!   misses (24 per transaction).
-//!
-//! The per-pair noise was ±0.04 to ±0.08. A software prefetch of the next
-//! frame's first two lines, on receive and on transmit, gave 0.98× the
-//! `--profile loop4k-psp` rate, median of 12 alternating runs. It would
-//! also need `unsafe`. Neither was kept.
+//! Each frame goes through every stage before the next one starts (parse, PSP
+//! open, Falcon, delivery, transaction; or pick, header, copy, seal). Staging a
+//! burst instead (one pass for the PSP opens, or the copies and seals, and one
+//! for the engine work, so that 4 KiB payloads would not evict the engines'
+//! state between packets) and a software prefetch of the next frame measured no
+//! gain (`dataplane/app/PERFORMANCE.md`, "Instruction histories moved out of
+//! the code"), and the prefetch would need `unsafe`.
 
 use crate::engine::Engine;
 use crate::port::PacketBuf;

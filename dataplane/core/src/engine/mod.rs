@@ -52,27 +52,22 @@
 //!
 //! # Cost per transaction
 //!
-//! Measured with `engine::tests::bench` (`TXNS=200000`, callgrind) and
-//! `falcon bench core` on the 2-core dev VM: a 64-byte push through both
-//! engines took ~4,860 instructions outside the crypto and ~535 ns; it now
-//! takes ~3,860 and ~330 ns (push64 without PSP 1.6 → 2.8 Mops in `falcon
-//! bench core`). What paid, largest first:
+//! What keeps a 64-byte push through both engines cheap, largest first (the
+//! figures, measured with `engine::tests::bench` under callgrind and with
+//! `falcon bench core`, are in `dataplane/app/PERFORMANCE.md`):
 //!
-//! * store-forwarding stalls: values built field by field and then copied
+//! * no store-forwarding stalls: a value built field by field and then copied
 //!   whole (a returned `FalconRepr`, a `Slot` pushed into a `VecDeque`, a
-//!   `SentPacket`, a `Demand` part, a bit set in a `u128`) stalled ~10
-//!   cycles each; perf annotate showed 25–65 % of the affected functions'
-//!   samples on those copies. Slots are now filled in place
-//!   ([`crate::transaction`]'s slot rings, `TxWindow::push_first`), and the
-//!   per-packet parse is inlined;
-//! * the outer frame: a per-connection header template on transmit and a
-//!   short parse of the untagged IPv4 frame on receive
-//!   ([`crate::wire::datapath`]), ~740 → ~170 instructions a packet pair;
-//! * timer bookkeeping once per transmit burst instead of after every packet
-//!   (`Engine::arm`), ~200 → ~40;
-//! * the per-packet chain inlined (`#[inline]` on the delivery, transaction
-//!   and resource steps each packet takes once, `#[inline(always)]` on the
-//!   Falcon parse), ~4 % of instructions and ~10 % of time;
+//!   `SentPacket`, a `Demand` part, a bit set in a `u128`) stalls ~10 cycles,
+//!   so slots are filled in place ([`crate::transaction`]'s slot rings,
+//!   `TxWindow::push_first`), and the per-packet parse is inlined;
+//! * the outer frame: a per-connection header template on transmit and a short
+//!   parse of the untagged IPv4 frame on receive ([`crate::wire::datapath`]);
+//! * timer bookkeeping once per transmit burst, not after every packet
+//!   (`Engine::arm`);
+//! * the per-packet chain inlined (`#[inline]` on the delivery, transaction and
+//!   resource steps each packet takes once, `#[inline(always)]` on the Falcon
+//!   parse);
 //! * skipping work with nothing to do: the piggy-backed bases that did not
 //!   move, the buffer level when no ACK is due, the bitmap scans of a
 //!   cumulative ACK with nothing selectively acknowledged, and the resource
@@ -778,10 +773,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// to the transaction sublayer, feed the RUE, put it on the scheduler
     /// rings and re-arm its timer.
     ///
-    /// `arm` and the RUE offer share one lookup of the slot: callgrind,
-    /// push64: 3016.0 → 2998.4 instructions per transaction. Arming only
-    /// lists the slot for `arm_pending`, so it may come before the RUE
-    /// offer. The receive path does the same on the connection it holds
+    /// `arm` and the RUE offer share one lookup of the slot. Arming only lists
+    /// the slot for `arm_pending`, so it may come before the RUE offer. The
+    /// receive path does the same on the connection it holds
     /// (`Engine::receive`), without looking the slot up.
     #[inline(always)]
     fn after_input(&mut self, slot: u32, now: Timestamp) {
@@ -797,18 +791,16 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         }
     }
 
-    /// Notes that the connection's deadlines may have moved: its wheel
-    /// entry is brought up to date at the end of the transmit burst
-    /// ([`poll_transmit`](Self::poll_transmit) returning `None`) or before
-    /// the wheel is read ([`handle_timeout`](Self::handle_timeout);
+    /// Notes that the connection's deadlines may have moved: its wheel entry is
+    /// brought up to date at the end of the transmit burst
+    /// ([`poll_transmit`](Self::poll_transmit) returning `None`) or before the
+    /// wheel is read ([`handle_timeout`](Self::handle_timeout);
     /// [`poll_timeout`](Self::poll_timeout) adds what the connections not yet
     /// armed would insert, so it is never late). Every input and every
     /// transmitted packet moves deadlines, so this runs several times per
-    /// transaction; comparing once per burst instead took the timer
-    /// bookkeeping from ~200 to ~25 instructions per 64-byte transaction
-    /// (callgrind, `push64_plain_profile`). The wheel only loses entries for
-    /// deadlines that moved later again before the burst ended: early
-    /// wake-ups that would have found nothing due.
+    /// transaction, and the comparison with the wheel is made once per burst.
+    /// The wheel only loses entries for deadlines that moved later again before
+    /// the burst ended: early wake-ups that would have found nothing due.
     fn arm(&mut self, slot: u32) {
         if let Some(conn) = self.connections[slot as usize].as_mut() {
             arm_connection(&mut self.unarmed, conn, slot);
@@ -835,11 +827,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
 
     /// End of every top-level call: run the RUE on what was queued, tell
     /// waiting ULPs Xon, refresh the buffer level. Only the two checks are
-    /// inline: as one out-of-line function it cost ~49 instructions a call,
-    /// ~40 of them saving and restoring the registers its inlined bodies
-    /// needed. With the same split of `drain_delivery_events` and
-    /// `rue_offer`: 6,481 → 6,357 instructions per transaction (callgrind,
-    /// `push64_psp_profile`).
+    /// inline: as one out-of-line function most of a call would go to saving
+    /// and restoring the registers its inlined bodies need.
+    /// `drain_delivery_events` and `rue_offer` are split the same way.
     #[inline(always)]
     fn finish(&mut self, now: Timestamp) {
         if self.rue.as_ref().is_some_and(|rue| rue.pending) {
@@ -854,16 +844,14 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// ULPs that wait for them (nothing to do after a reservation), and
     /// the buffer level's new occupancy sample (§10.2).
     ///
-    /// The Xon check stays out of line behind its emptiness test: inlined
-    /// here, its loop made every call save and restore four registers for
-    /// the two EMA updates (~2 calls per transaction; callgrind, push64:
-    /// 3406 → 3389 instructions per transaction).
+    /// The Xon check stays out of line behind its emptiness test: inlined here,
+    /// its loop would make every call (~2 per transaction) save and restore
+    /// four registers for the two EMA updates.
     ///
-    /// The samples come before the Xon check (which reads credits, never
-    /// the pools' occupancy or the buffer level), so the check is a tail
-    /// call and no register lives across it: no callee-saved register to
-    /// save and restore on every call (callgrind, push64: 2378.6 → 2373.4
-    /// instructions per transaction).
+    /// The samples come before the Xon check (which reads credits, never the
+    /// pools' occupancy or the buffer level), so the check is a tail call and
+    /// no register lives across it: no callee-saved register to save and
+    /// restore on every call.
     #[inline(never)]
     fn after_occupancy_change(&mut self) {
         self.shared.occupancy_changed = false;

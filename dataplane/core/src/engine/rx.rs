@@ -103,7 +103,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             }
         };
         // Counted a block apart from `rx_frames`: side by side, the two
-        // adjacent counters were added as one vector.
+        // adjacent counters would be added as one vector.
         self.stats.rx_bytes += len;
         self.finish(now);
         Received {
@@ -120,8 +120,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let frame = buf.data_mut();
         // The destination is the node's (`parse_rx`): neither PSP nor, with
         // IPv6, any checksum covers the addresses.
-        let parsed =
-            parse_rx(frame, self.checksums, &self.addresses).map_err(|e| e.drop_reason())?;
+        let parsed = parse_rx(frame, self.checksums, &self.addresses)
+            .map_err(|e| DropReason::for_frame(&e))?;
         if parsed.dst_port != self.udp_port {
             return Err(DropReason::NotFalconPort);
         }
@@ -163,12 +163,10 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             ecn_ce,
             ttl,
         };
-        // Push Data, all but the ACKs a target receives, parsed as itself:
-        // as a `FalconRepr` its fields were stored into the enum and copied
-        // with the other variants' bytes, and its destination function,
-        // delivery and payload range each matched on the type again
-        // (callgrind, push64: 2517.4 → 2483.2 instructions per transaction;
-        // push64-psp 5272.9 → 5227.5).
+        // Push Data, all but the ACKs a target receives, parsed as itself: as a
+        // `FalconRepr` its fields would be stored into the enum and copied with
+        // the other variants' bytes, and its destination function, delivery and
+        // payload range would each match on the type again.
         if type_code == u8::from(PacketType::PushData) {
             let packet =
                 PushDataPacket::new_checked(bytes).map_err(|e| DropReason::for_falcon(&e))?;
@@ -215,8 +213,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         }
         // §9.2.2.2–9.2.2.3: SPI, PCID and replay checks on the authenticated
         // header; the IV is the sender's TX time (t1 of data, t3 of ACKs).
-        // The globals by reference: copied out of `self.psp` up front (the
-        // open borrows it mutably) they cost ~10 instructions a packet.
+        // The globals by reference: copied out of `self.psp` up front (the open
+        // borrows it mutably) they would cost a copy per packet.
         let tx_time = match (rx.sealed, conn.rx_security.as_mut(), self.psp.as_ref()) {
             (Some((spi, iv, vc)), Some(security), Some(psp)) => {
                 security
@@ -239,10 +237,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             ecn_ce: rx.ecn_ce,
             ttl: rx.ttl,
         };
-        // Push Data carries no ACK (only its BPSNs, which count none):
-        // its copy of this path reads and compares no ACK count
-        // (callgrind, push64: 2360.4 → 2357.2 instructions per
-        // transaction, `handle_frame` 344.5 → 341.5).
+        // Push Data carries no ACK (only its BPSNs, which count none): its copy
+        // of this path reads and compares no ACK count.
         let acks_before = if R::MAY_ACK {
             conn.delivery.stats().acks_received
         } else {
@@ -255,10 +251,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             }
         }
         // Piggy-backed ACKs first: a Pull Request's ACK before its Pull Data.
-        // `drain_delivery_events` on the connection in hand (held as
-        // `&mut Connection`, not through its `Box`, which was reloaded after
-        // every call), looked up again only after a dispatch: callgrind,
-        // push64: 2989.6 → 2969.6 instructions per transaction.
+        // `drain_delivery_events` on the connection in hand (held as `&mut
+        // Connection`, not through its `Box`, which would be reloaded after
+        // every call), looked up again only after a dispatch.
         let conn = if conn.delivery.has_events() {
             self.dispatch_delivery_events(slot, now);
             conn_in(&mut self.connections, slot)
@@ -287,10 +282,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             RxOutcome::Dropped(reason) => self.shared.drops.record(reason),
             RxOutcome::Processed => {}
         }
-        // `after_input`, on the connection in hand: its event check and its
-        // arming looked the slot up again, once each (callgrind, push64:
-        // 2888.8 → 2874.1 instructions per transaction). Arming and the RUE
-        // check only read the connection, so they may come before the rings.
+        // `after_input`, on the connection in hand, so that its event check and
+        // its arming do not look the slot up again. Arming and the RUE check
+        // only read the connection, so they may come before the rings.
         let conn = if conn.delivery.has_events() {
             self.dispatch_delivery_events(slot, now);
             conn_in(&mut self.connections, slot)
@@ -307,12 +301,11 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         Ok(())
     }
 
-    /// Hands the delivery sublayer's events to the transaction sublayer.
-    /// Runs twice per received packet and mostly finds none (an ACK every
-    /// ~64 pushes): the check stays inline and the dispatch out of line, so
-    /// an empty drain no longer pays the dispatch's register saves
-    /// (callgrind, `push64_psp_profile`, with the same split of `finish` and
-    /// `rue_offer`: see [`Engine::finish`]).
+    /// Hands the delivery sublayer's events to the transaction sublayer. Runs
+    /// twice per received packet and mostly finds none (an ACK every ~64
+    /// pushes): the check stays inline and the dispatch out of line, so an
+    /// empty drain does not pay the dispatch's register saves (the same split
+    /// as `finish` and `rue_offer`: see [`Engine::finish`]).
     #[inline(always)]
     pub(super) fn drain_delivery_events(&mut self, slot: u32, now: Timestamp) {
         let pending = self.connections[slot as usize]

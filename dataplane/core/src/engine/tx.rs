@@ -158,12 +158,12 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             // not before reading the packet: the ring's branch between the
             // packet's stores and its reads had them read back from memory.
             self.data_ring.rotate();
-            // On the connection at hand: `arm` looked it up again.
+            // On the connection at hand: `arm` would look it up again.
             arm_connection(&mut self.unarmed, conn, slot);
             match built {
                 Ok(frame) => {
-                    // Counted a block apart from `tx_frames`: side by side,
-                    // the two adjacent counters were added as one vector.
+                    // Counted a block apart from `tx_frames`: side by side, the
+                    // two adjacent counters would be added as one vector.
                     self.stats.tx_bytes += frame.len() as u64;
                     self.stats.tx_frames += 1;
                     return Some(frame);
@@ -313,8 +313,8 @@ fn emit_frame<S: DataSource>(
     };
     let falcon_len = payload_range.end;
     // In the room `emit_within` wrote into and checked: taken from
-    // `buf[start..]` again, the range was bounds-checked again and more
-    // registers were saved around the payload's copy.
+    // `buf[start..]` again, the range would be bounds-checked again and more
+    // registers saved around the payload's copy.
     let dst = &mut room[payload_range];
     if !dst.is_empty() {
         payload.write(dst);

@@ -77,9 +77,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
             target.ulp_ack(&mut ctx, rsn)
         };
-        // `after_ulp_answer` on the connection found above: it looked the
-        // slot up twice more, itself and in `arm` (callgrind, push64:
-        // 3185.5 → 3160.5 instructions per transaction).
+        // `after_ulp_answer` on the connection found above, so that neither it
+        // nor `arm` looks the slot up again.
         if conn.target.has_queued() {
             self.data_ring.activate(slot);
         }

@@ -116,16 +116,12 @@ pub struct LoopbackPort {
     full: Vec<FrameBuf>,
 }
 
-/// One direction's delay line: the frames of each `tx_burst` as one batch
-/// under their release time, oldest first. A burst moves in and out as a
-/// whole vector (a bulk copy), not frame by frame through a queue of
-/// (release time, frame) pairs (callgrind, push64: 2592.4 → 2528.7
-/// instructions per transaction; `rx_burst` 53.8 → 13.6 and `tx_burst`
-/// 44.2 → 20.7 inclusive, `memcpy` 22.0 → 30.4). A whole burst sent, and a
-/// whole batch received into an empty vector, exchange vectors with the
-/// caller instead of copying (the caller's `frames` is left an empty
-/// spare, its `out` goes to the spares): push64 2528.7 → 2519.2, `rx_burst`
-/// 13.6 → 9.1 and `tx_burst` 20.7 → 15.8 inclusive, `memcpy` 30.4 → 22.0.
+/// One direction's delay line: the frames of each `tx_burst` as one batch under
+/// their release time, oldest first. A burst moves in and out as a whole vector
+/// (a bulk copy), not frame by frame through a queue of (release time, frame)
+/// pairs. A whole burst sent, and a whole batch received into an empty vector,
+/// exchange vectors with the caller instead of copying (the caller's `frames`
+/// is left an empty spare, its `out` goes to the spares).
 #[derive(Debug, Default)]
 struct Line {
     /// (release time, frames sent in one `tx_burst`); never an empty batch.
@@ -140,11 +136,8 @@ struct Line {
 struct Shared {
     /// `lines[s]` carries what side `s` sends.
     lines: [Line; 2],
-    /// Free buffers, in whole batches of `cache_batch`: a batch changes
-    /// hands as one vector, not buffer by buffer. Moving 32 buffers one by
-    /// one between a cache and the pool cost ~45 instructions per transaction in
-    /// the 64-byte bench loop (callgrind, `bench core --profile push64`:
-    /// `refill` + `spill`).
+    /// Free buffers, in whole batches of `cache_batch`: a batch changes hands
+    /// as one vector, not buffer by buffer.
     free: Vec<Vec<FrameBuf>>,
     /// Emptied batch vectors, kept for their capacity.
     empties: Vec<Vec<FrameBuf>>,
@@ -223,9 +216,8 @@ impl Port for LoopbackPort {
     }
 
     // The cache hit inline and untouched (lengths are zeroed on `free`): a
-    // `FrameBuf` modified and then returned through memory was copied right
-    // after the store to its length, a store-forwarding stall per frame
-    // (perf annotate: ~20 % of the bench loop's own samples).
+    // `FrameBuf` modified and then returned through memory is copied right
+    // after the store to its length, a store-forwarding stall per frame.
     // One size of buffer, `frame_capacity`: every frame fits one.
     #[inline]
     fn alloc(&mut self, len: usize) -> Option<FrameBuf> {
@@ -238,9 +230,8 @@ impl Port for LoopbackPort {
         }
     }
 
-    // Always inline: since `FrameBuf` holds a `Vec` (32 bytes, was a
-    // boxed slice) LLVM stopped inlining it into `receive_burst`, and its
-    // call cost ~17 instructions a frame (callgrind, push64_plain_profile).
+    // Always inline: with `FrameBuf` holding a `Vec` (32 bytes), LLVM leaves it
+    // out of `receive_burst`, a call per frame.
     #[inline(always)]
     fn free(&mut self, mut buf: FrameBuf) {
         buf.set_len(0);

@@ -661,12 +661,9 @@ pub struct Resources {
     /// 100`; only the network-request ones are used).
     green: [u32; 8],
     used: [u32; 8],
-    /// [`ULP_LANES`], read from here by `reserve_ulp`'s one-pass check: as
-    /// a constant, LLVM folded the two masked-out lanes away, checked the
-    /// other six as four plus two and packed the halves' results back
-    /// together (callgrind, push64: 2671.5 → 2651.7 instructions per
-    /// transaction, `Engine::submit` 244.2 → 223.2 inclusive; push64-psp
-    /// 5442.4 → 5430.7).
+    /// [`ULP_LANES`], read from here by `reserve_ulp`'s one-pass check: as a
+    /// constant, LLVM folds the two masked-out lanes away, checks the other six
+    /// as four plus two and packs the halves' results back together.
     ulp_lanes: [u32; 8],
     /// log2 of the cell size when it is a power of two (the usual case),
     /// else `u32::MAX`; with `cell_mask` (cell size − 1), for
@@ -745,27 +742,21 @@ impl Resources {
     #[inline]
     pub fn reserve_ulp(&mut self, account: &mut Account, demand: &Demand) -> Result<(), Shortage> {
         if self.functions.is_empty() && self.hosts.is_empty() {
-            // Connection and global levels only (functions and hosts
-            // unlimited, the default): one branch-free pass over the six
-            // lanes decides, and only a refusal takes the checks below to
-            // name its shortage (callgrind, with the commit: ~160 → ~100
-            // instructions a submit).
+            // Connection and global levels only (functions and hosts unlimited,
+            // the default): one branch-free pass over the six lanes decides,
+            // and only a refusal takes the checks below to name its shortage.
             // The sums `commit` would store, computed once: checked here,
-            // stored if they pass (adding the demand again in `commit`,
-            // two calls: callgrind, push64 profile: `Engine::submit` 247.3
-            // → 244.3 instructions inclusive).
+            // stored if they pass (not added again in `commit`).
             let mut connection = account.credits.used;
             let mut global = self.used;
             add_lanes(&mut connection, demand);
             add_lanes(&mut global, demand);
             let mut over = false;
             for i in 0..8 {
-                // Over all eight u32 lanes, the two network ones masked out
-                // at the end, branch-free; a sum below its addend wrapped,
-                // which the u64 checks below count as over any limit.
-                // Non-short-circuit `&`/`|` so the lanes vectorize
-                // (callgrind, `push64_psp_profile`: `Engine::submit` ~288 →
-                // ~267 instructions).
+                // Over all eight u32 lanes, the two network ones masked out at
+                // the end, branch-free; a sum below its addend wrapped, which
+                // the u64 checks below count as over any limit.
+                // Non-short-circuit `&`/`|` so the lanes vectorize.
                 let units = demand.units[i];
                 let (connection, global) = (connection[i], global[i]);
                 let connection_over =
@@ -882,10 +873,8 @@ impl Resources {
         &self.config
     }
 
-    /// [`Demand::cells`] of `len` bytes in this pool's cells, the cell
-    /// size's shift and mask worked out once, not per call (callgrind,
-    /// push64: 2331.6 → 2326.6 instructions per transaction,
-    /// `Engine::submit` 215.3 → 210.3 self; push64-psp 5082.7 → 5077.8).
+    /// [`Demand::cells`] of `len` bytes in this pool's cells, the cell size's
+    /// shift and mask worked out once, not per call.
     #[inline]
     pub fn cells(&self, len: usize) -> u32 {
         if self.cell_shift == u32::MAX {
@@ -978,9 +967,9 @@ struct CreditSet {
 
 impl CreditSet {
     /// The first credit of the set whose `used + units` (no wrapping) exceeds
-    /// `limit`; with `only_demanded`, among those with units. Indexing
-    /// arrays directly, not through `Credit` and per-field `match`es, took
-    /// `reserve_ulp` from ~200 to ~160 instructions (callgrind).
+    /// `limit`; with `only_demanded`, among those with units. Indexing arrays
+    /// directly, not through `Credit` and per-field `match`es, keeps
+    /// `reserve_ulp` short.
     #[inline]
     fn first_over(
         self,

@@ -34,12 +34,9 @@ use crate::wire::{NackCode, ResyncCode};
 
 /// Initiator transaction states (OCP Falcon 0.9 §8.4.1, table p.47–48).
 ///
-/// The two sent states' discriminants are those of their
-/// [`TransactionKind`]s (Pull 0, Push 1), so the state of a first
-/// transmission is its slot's kind as it is, not worked out from it
-/// (callgrind, push64: 2296.4 → 2292.3 instructions per transaction,
-/// `Engine::poll_transmit` 373.2 → 369.2 self; push64-psp 5049.5 →
-/// 5045.6).
+/// The two sent states' discriminants are those of their [`TransactionKind`]s
+/// (Pull 0, Push 1), so the state of a first transmission is its slot's kind as
+/// it is, not worked out from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InitiatorState {
     /// Pull request received from the ULP.
@@ -133,10 +130,9 @@ pub struct Initiator<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     /// Per kind ([pull, push]), the queue of transactions not yet handed to
     /// the delivery sublayer, as a cursor over the slot ring: every slot of
     /// that kind from this RSN on (RSN order) is queued, none before it.
-    /// The slots already say which kind they are, so the queue is a
-    /// position, not a copy of their RSNs: a `VecDeque<Rsn>` per kind cost
-    /// a push in `submit` and a pop in `top_up` per transaction (callgrind,
-    /// push64 profile: see `top_up`).
+    /// The slots already say which kind they are, so the queue is a position,
+    /// not a copy of their RSNs: a `VecDeque<Rsn>` per kind would cost a push
+    /// in `submit` and a pop in `top_up` per transaction.
     queued: [Rsn; 2],
     /// How many transactions each queue holds: an empty queue is known
     /// without scanning the ring for its kind.
@@ -183,20 +179,6 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// [`Rejected`] with the payload: too long, or out of credits (the ULP
     /// also gets an Xoff).
     #[inline]
-    pub fn submit(
-        &mut self,
-        ctx: &mut Ctx<'_, B, S>,
-        transaction: Transaction<S>,
-    ) -> Result<Rsn, Rejected<Transaction<S>>> {
-        self.submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
-    }
-
-    /// [`submit`](Self::submit) with the parts of the context it uses: the
-    /// engine's submit then builds no [`Ctx`] in memory for the refusal
-    /// path's Xoff alone (callgrind, push64: 2338.6 → 2331.6 instructions
-    /// per transaction, `Engine::submit` 222.3 → 215.3 self; push64-psp
-    /// 5089.7 → 5082.7).
-    #[inline]
     pub(crate) fn submit_with(
         &mut self,
         shared: &mut Shared<B, S>,
@@ -218,9 +200,8 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                 returned: transaction,
             });
         }
-        // Two matches, not one returning a pair: the pair put the demand on
-        // the stack and copied it again (callgrind, push64 profile: 3486 →
-        // 3472 instructions per transaction).
+        // Two matches, not one returning a pair: the pair would put the demand
+        // on the stack and copy it again.
         let demand = match transaction.op {
             Op::Push(_) => Demand::push_cells(shared.resources.cells(payload_len)),
             Op::Pull { request_length } => {
@@ -246,11 +227,9 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         self.nrsn = rsn.next();
         // Filled in place, every field (see `SlotRing`); queued for the
         // connection scheduler by being at or after its kind's cursor
-        // (`queued`). The state and the kind stored in the kind's own arm,
-        // with its counts: a state worked out before the slot was taken
-        // was kept on the stack across the reservation (callgrind, push64:
-        // 2304.3 → 2300.3 instructions per transaction, `Engine::submit`
-        // 210.3 → 206.3 self; push64-psp 5057.5 → 5053.3).
+        // (`queued`). The state and the kind stored in the kind's own arm, with
+        // its counts: a state worked out before the slot is taken would be kept
+        // on the stack across the reservation.
         let slot = self.slots.push_back();
         match transaction.op {
             Op::Push(source) => {
@@ -289,10 +268,8 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// ordered connections, §9.1.3; round robin otherwise), and this layer
     /// keeps the rest until the scheduler turns to the connection again.
     ///
-    /// The queues are cursors over the slot ring (`queued`): without the
-    /// push in `submit` and the pop here, callgrind, push64 profile:
-    /// 3366 → 3351 instructions per transaction (`Engine::submit` −24; the
-    /// cursor's checks here cost back ~10 of the pop).
+    /// The queues are cursors over the slot ring (`queued`): no push in
+    /// `submit` and no pop here.
     #[inline(always)]
     pub fn top_up(&mut self, delivery: &mut DeliveryConnection) {
         for (i, kind) in [(0, PacketKind::PullRequest), (1, PacketKind::PushData)] {
@@ -359,21 +336,9 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         (start..self.slots.len()).find(|&index| self.slots[index].kind == kind)
     }
 
-    /// The first transmission of our Pull Request or Push Data `rsn` left
-    /// with `psn` (states PullReqTx / PushDataTx, §8.4.3); its soft-state
-    /// timeout starts.
-    #[inline]
-    pub fn on_first_transmit(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) {
-        if let Some(index) = self.index(rsn) {
-            self.mark_sent(index, now, psn);
-        }
-    }
-
     /// PullReqTx / PushDataTx for slot `index`, sent with `psn` at `now`.
-    /// Inline: out of line, `first_transmit` (every first transmission)
-    /// paid a call and its register saves, and the slot was found again
-    /// (callgrind, push64 profile: `first_transmit` 63 → 36 inclusive,
-    /// 3472 → 3445 instructions per transaction).
+    /// Inline: out of line, every first transmission would pay a call and its
+    /// register saves, and the slot would be found again.
     #[inline]
     fn mark_sent(&mut self, index: usize, now: Timestamp, psn: Psn) {
         let slot = &mut self.slots[index];
@@ -404,11 +369,12 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         self.new_deadline
     }
 
-    /// [`on_first_transmit`](Self::on_first_transmit), then the payload to
-    /// build the packet with (one slot lookup for both). Inline in the
-    /// transmit loop, its only caller: out of line it paid a call and its
-    /// register saves per first transmission (callgrind, push64 profile:
-    /// `poll_transmit` 677 → 671 inclusive).
+    /// The first transmission of our Pull Request or Push Data `rsn` left
+    /// with `psn` (states PullReqTx / PushDataTx, §8.4.3); its soft-state
+    /// timeout starts. Returns the payload to build the packet with (one
+    /// slot lookup for both). Inline in the transmit
+    /// loop, its only caller: out of line it would pay a call and its register
+    /// saves per first transmission.
     #[inline]
     pub(crate) fn first_transmit(
         &mut self,
@@ -452,11 +418,9 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// `push64_psp_profile`), walked here with one context, one release of
     /// the resources they held and one pass retiring the finished slots.
     /// Each packet is otherwise handled exactly as `on_acked` handles it
-    /// (same completions, same order, same request handback); the run stops
-    /// at the first other event, which the engine dispatches as usual.
-    /// With the summed release: `dispatch_delivery_events` 365 → 286
-    /// instructions per transaction inclusive, 6 215 → 6 159 in all
-    /// (callgrind, `push64_psp_profile`; see also `retire` and
+    /// (same completions, same order, same request handback); the run stops at
+    /// the first other event, which the engine dispatches as usual. The
+    /// resources of the run are released at once (see also `retire` and
     /// `complete_slot`).
     pub fn on_acked_run(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn, sent: SentKind) {
         let mut owed = Demand::ZERO;
@@ -505,11 +469,8 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                     // branch below with everything it tests known here: the
                     // outcome kCmplAck (no outcome means not completed), the
                     // kind Push (as a Push Data's slot always is), the
-                    // request handed back. As constants they are neither
-                    // stored as PushDataAckd nor read back after the stores
-                    // (callgrind, push64: 2370.3 → 2353.9 and 2326.6 →
-                    // 2315.5 instructions per transaction; push64-psp
-                    // 5121.4 → 5104.9 and 5077.8 → 5066.6).
+                    // request handed back. As constants they are neither stored
+                    // as PushDataAckd nor read back after the stores.
                     if slot.tx_held
                         && slot.kind == TransactionKind::Push
                         && (self.ordering == OrderingMode::Unordered || rsn == self.brsn)
@@ -532,10 +493,8 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                             // Retired at once, as below; then BRSN is at the
                             // front, and the next slot alone says whether
                             // `complete_ready` has anything to do (it usually
-                            // has not: found by its RSN, the slot took the
-                            // whole index computation; callgrind, push64:
-                            // 2353.9 → 2338.6 instructions per transaction;
-                            // push64-psp 5104.9 → 5089.7).
+                            // has not; found by its RSN, the slot would take
+                            // the whole index computation).
                             self.retire_finished_front(rsn);
                             match self.slots.front() {
                                 None => return,
@@ -579,8 +538,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
             // complete. It completes here, owing the Tx and Rx parts of its
             // demand at once, just as `settle` would complete it first
             // (ordered: it is at BRSN; unordered: `settle` completes `rsn`
-            // first). One release instead of two: 6 278 → 6 247
-            // instructions per transaction (callgrind, `push64_psp_profile`).
+            // first). One release instead of two.
             let completes_now = !slot.completed
                 && slot.outcome.is_some()
                 && (self.ordering == OrderingMode::Unordered || rsn == self.brsn);
@@ -589,12 +547,10 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                 if index == 0 {
                     // Finished at the front (the usual in-order push), it
                     // retires here: `retire` would only pop it at the end of
-                    // the run (the completion took its request and data).
-                    // BRSN, which is `rsn` at the front, moves past it as
-                    // `complete_ready` would first. Both found the slot
-                    // again (callgrind, push64: 2640.4 → 2621.6 instructions
-                    // per transaction, `on_acked_run` 214.0 → 195.3
-                    // inclusive; push64-psp 5419.4 → 5400.8).
+                    // the run (the completion took its request and data). BRSN,
+                    // which is `rsn` at the front, moves past it as
+                    // `complete_ready` would first. Both would find the slot
+                    // again.
                     self.retire_finished_front(rsn);
                 }
             } else {
@@ -865,9 +821,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
             }
             if let Some(front) = self.slots.pop_front() {
                 // Both are normally empty by now (the completion or the ACK
-                // after it took them): test before writing. 6 159 → 6 146
-                // instructions per transaction (callgrind,
-                // `push64_psp_profile`).
+                // after it took them): test before writing.
                 front.source = None;
                 if front.data.has_frame() {
                     ctx.shared.release(core::mem::take(&mut front.data));
@@ -911,10 +865,9 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     }
 }
 
-/// [`Initiator::complete`] of `slot`, which holds `rsn`. Inlined where a
-/// push completes on its ACK (the common case): the call, its register
-/// saves and finding the slot again cost ~34 instructions per transaction
-/// (6 146 → 6 112, callgrind, `push64_psp_profile`).
+/// [`Initiator::complete`] of `slot`, which holds `rsn`. Inlined where a push
+/// completes on its ACK (the common case): no call, no register saves, and the
+/// slot is not found again.
 #[inline(always)]
 fn complete_slot<B: PacketBuf, S>(
     shared: &mut Shared<B, S>,
@@ -977,9 +930,7 @@ fn complete_with<B: PacketBuf, S>(
     owed.add_lanes(&slot.demand, lanes);
     // Built in the push, after every other effect: with the request and the
     // data taken into locals first and the statistics in between, the event
-    // was assembled on the stack and copied again into the queue (~40
-    // instructions a completion; callgrind, push64 profile: 3544 → 3504
-    // instructions per transaction).
+    // would be assembled on the stack and copied again into the queue.
     shared.events.push_back(UlpEvent::Completion(Completion {
         connection,
         rsn,
@@ -987,11 +938,9 @@ fn complete_with<B: PacketBuf, S>(
         kind,
         status,
         ulp_nack_code,
-        // The request goes back to the ULP unless a retransmission may
-        // still copy from it. Taken before `data`: the other way round,
-        // the data was parked on the stack across this branch and copied
-        // twice (callgrind, push64: `on_acked_run` 231 → 225 instructions
-        // per transaction).
+        // The request goes back to the ULP unless a retransmission may still
+        // copy from it. Taken before `data`: the other way round, the data
+        // would be parked on the stack across this branch and copied twice.
         source: if request_free {
             slot.source.take()
         } else {
@@ -1250,7 +1199,7 @@ mod tests {
         for (i, &pull) in kinds.iter().enumerate() {
             for h in [&mut batched, &mut single] {
                 let now = h.now;
-                let (initiator, mut ctx) = h.ctx();
+                let (initiator, ctx) = h.ctx();
                 let payload = vec![i as u8; 8 + i % 5];
                 let transaction = if pull {
                     Transaction::pull(i as u64, 16)
@@ -1258,8 +1207,10 @@ mod tests {
                 } else {
                     Transaction::push(i as u64, payload)
                 };
-                let rsn = initiator.submit(&mut ctx, transaction).expect("credits");
-                initiator.on_first_transmit(now, rsn, Psn::new(i as u32));
+                let rsn = initiator
+                    .submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
+                    .expect("credits");
+                let _ = initiator.first_transmit(now, rsn, Psn::new(i as u32));
                 first.get_or_insert(rsn);
             }
         }
@@ -1297,13 +1248,15 @@ mod tests {
 
     /// Submits a push (`false`) or a pull (`true`); returns its RSN.
     fn submit_kind(h: &mut Harness, pull: bool) -> Rsn {
-        let (initiator, mut ctx) = h.ctx();
+        let (initiator, ctx) = h.ctx();
         let transaction = if pull {
             Transaction::pull(0, 16).with_header(UlpHeader::new(&[1; 8]).expect("short header"))
         } else {
             Transaction::push(0, vec![2; 8])
         };
-        initiator.submit(&mut ctx, transaction).expect("credits")
+        initiator
+            .submit_with(ctx.shared, ctx.account, ctx.connection, transaction)
+            .expect("credits")
     }
 
     /// Tops the delivery sublayer up and sends what it picks, as the
@@ -1319,7 +1272,7 @@ mod tests {
             let (role, rsn) = decode_handle(packet.handle.expect("a transaction packet"));
             assert_eq!(role, Role::Initiator);
             let pull = matches!(packet.repr, crate::wire::FalconRepr::PullRequest(_));
-            h.initiator.on_first_transmit(h.now, rsn, packet.psn());
+            let _ = h.initiator.first_transmit(h.now, rsn, packet.psn());
             sent.push((pull, rsn));
         }
         sent

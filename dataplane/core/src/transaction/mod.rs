@@ -18,9 +18,9 @@
 //! # How the engine drives it
 //!
 //! ```text
-//! ULP submit ─► Initiator::submit (credits, RSN = NRSN++) ─► queue
+//! ULP submit ─► Initiator::submit_with (credits, RSN = NRSN++) ─► queue
 //! scheduler pick ─► top_up(): queue heads ─► DeliveryConnection::submit (one per kind at a time)
-//!                   DeliveryConnection::poll_transmit ─► on_first_transmit (state *Tx, PSN, timeout)
+//!                   DeliveryConnection::poll_transmit ─► first_transmit (state *Tx, PSN, timeout)
 //! rx Deliver(arrival) ─► Target::on_request (HoL, network credits, admit/refuse, reorder, deliver)
 //!                     ─► Initiator::on_pull_data (match RSN, admit, complete)
 //! delivery events  ─► on_delivery_event (Acked, Nacked, ReceiverNotReady, RetransmitExhausted, Resynced)

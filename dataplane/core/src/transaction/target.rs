@@ -316,11 +316,10 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         }
         // The network-request pools' occupancy grew: a buffer-level sample.
         ctx.shared.occupancy_changed = true;
-        // A push `deliver_ready` would deliver at once (§8.5.2): unordered,
-        // or NRSN with no RNR redelivery awaited. Its payload goes straight
-        // into the ULP event instead of into the slot and out again; with
-        // the slot past the back filled without a reset first (callgrind,
-        // push64: 3160.5 → 3086.8 instructions per transaction).
+        // A push `deliver_ready` would deliver at once (§8.5.2): unordered, or
+        // NRSN with no RNR redelivery awaited. Its payload goes straight into
+        // the ULP event instead of into the slot and out again, with the slot
+        // past the back filled without a reset first.
         let deliver_now = kind == TransactionKind::Push
             && match self.ordering {
                 OrderingMode::Ordered => self.blocked.is_empty() && rsn == self.next,
@@ -342,8 +341,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         slot.network = demand;
         // No `retire`: an arrival finishes no slot (the front is retired by
         // whatever finished it: the ULP's answer, a resync, the sweep), so
-        // it had nothing to pop here — ~40 instructions a request
-        // (callgrind, `bench core --profile push64-psp`).
+        // there is nothing to pop here.
         if deliver_now {
             // What `deliver_ready` → `deliver` do with it, the payload
             // never stored in the slot (a delivered push's stays empty).
@@ -354,9 +352,8 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             self.note_delivery(ctx.now);
             if self.ordering == OrderingMode::Ordered {
                 self.next = self.next.next();
-                // Held requests after it follow in RSN order; none is held
-                // past the ring's back (callgrind, push64: 3086.8 → 3068.7
-                // instructions per transaction).
+                // Held requests after it follow in RSN order; none is held past
+                // the ring's back.
                 if index + 1 < self.slots.len() {
                     self.deliver_ready(ctx, rsn);
                 }
@@ -418,9 +415,8 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
                 slot.state = TargetState::PullReqUlpAckd;
             }
         }
-        // Released from the slot, then cleared: taken out first, its 32
-        // bytes were copied to the stack for `release` to read back
-        // (callgrind, push64: 3037.2 → 3029.3 instructions per transaction).
+        // Released from the slot, then cleared: taken out first, its 32 bytes
+        // would be copied to the stack for `release` to read back.
         ctx.release(&slot.network);
         slot.network = Demand::ZERO;
         if self.blocked.is_empty() {
@@ -984,10 +980,8 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             if !front.state.is_finished() {
                 break;
             }
-            // A slot's payload is most often already empty (a delivered
-            // push's never held one): then nothing is dropped or written
-            // (callgrind, push64: 2370.3 → 2365.4 instructions per
-            // transaction).
+            // A slot's payload is most often already empty (a delivered push's
+            // never held one): then nothing is dropped or written.
             // Nothing to drop: a frame and a Pull Data source are let go of
             // when their state ends (delivery, resync, acknowledgement).
             if let Some(front) = self.slots.pop_front() {
@@ -1000,9 +994,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         }
     }
 
-    /// [`awaiting`](Self::awaiting)'s slot, found with one bounds check
-    /// (callgrind, push64: 3446 → 3406 instructions per transaction, with
-    /// `Engine::ulp_ack` looking its connection up once).
+    /// [`awaiting`](Self::awaiting)'s slot, found with one bounds check.
     #[inline]
     fn awaiting_mut(&mut self, rsn: Rsn) -> Result<&mut Slot<B, S>, UlpCommandError> {
         usize::try_from(rsn.offset_from(self.base))

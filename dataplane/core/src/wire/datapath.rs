@@ -12,9 +12,8 @@
 //! through the full parser or emitter, so results, errors and bytes are the
 //! same (property tests below). Never panics on input; never allocates.
 //!
-//! Measured (callgrind, `engine::tests::bench::push64_psp_profile`): the full
-//! parse built a whole [`Frame`](super::frame::Frame) per packet, ~510
-//! instructions; the full emit ~220. The short paths take ~80 and ~90.
+//! The short paths cost a fraction of the full ones, which build a whole
+//! [`Frame`](super::frame::Frame) per packet on receive.
 
 use core::net::IpAddr;
 use core::ops::Range;
@@ -111,9 +110,8 @@ pub fn parse_rx(
 /// `parse_rx` accepts among those of this shape. `None` sends the frame to the full
 /// parser (which also names the error of a malformed one).
 ///
-/// Inlined into its caller: out of line (LLVM's choice) every frame paid
-/// the call, the register saves and the `RxFrame` returned through memory
-/// (callgrind, push64: 2808.7 → 2789.1 instructions per transaction).
+/// Inlined into its caller: out of line (LLVM's choice) every frame would pay
+/// the call, the register saves and the `RxFrame` returned through memory.
 #[inline]
 fn parse_short(bytes: &[u8], checks: ChecksumChecks, local: &LocalAddresses) -> Option<RxFrame> {
     let headers: &[u8; SHORT_HEADERS] = bytes.get(..SHORT_HEADERS)?.try_into().ok()?;
@@ -270,12 +268,10 @@ impl FrameTemplate {
     }
 
     /// [`emit`](Self::emit) of a [`short`](Self::short) template: `None`
-    /// (nothing written) when the payload is too long or the buffer too
-    /// short, for `emit` to name the error. The headers are one fixed-size
-    /// array, so every field sits at a constant offset and no write is
-    /// bounds-checked (through the template's IP offset, each of the three
-    /// was; callgrind, push64 profile: `emit_frame` 188 → 165 instructions
-    /// self, 2808.7 → 2784.1 per transaction).
+    /// (nothing written) when the payload is too long or the buffer too short,
+    /// for `emit` to name the error. The headers are one fixed-size array, so
+    /// every field sits at a constant offset and no write is bounds-checked
+    /// (through the template's IP offset, each of the three would be).
     #[inline(always)]
     fn emit_short(&self, buffer: &mut [u8], payload_len: usize) -> Option<usize> {
         let need = SHORT_HEADERS + payload_len;
@@ -299,9 +295,8 @@ impl FrameTemplate {
 }
 
 /// `*dst = *src` as three 16-byte moves (the last overlapping). Written as
-/// `*dst = *src`, LLVM merged the copy with the variable-length one of the
-/// other header layouts into a single `memcpy` call of either length
-/// (callgrind, push64 profile: 3556 → 3544 instructions per transaction).
+/// `*dst = *src`, LLVM merges the copy with the variable-length one of the
+/// other header layouts into a single `memcpy` call of either length.
 #[inline(always)]
 fn copy_short_headers(dst: &mut [u8; SHORT_HEADERS], src: &[u8; SHORT_HEADERS]) {
     const TAIL: usize = SHORT_HEADERS - 16;

@@ -21,8 +21,8 @@
 
 use core::fmt;
 
-use crate::error::ParseError;
 use crate::wire::bytes::{read_u16, write_u16};
+use crate::wire::ParseError;
 
 /// A 48-bit MAC address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

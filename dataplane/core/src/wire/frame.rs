@@ -7,20 +7,20 @@
 //! build whole frames). It does not decide policy: the destination port is
 //! reported, not enforced ([`PSP_UDP_PORT`] is the one to compare against), and
 //! the errors name the layer so the pipeline can count the right
-//! [`DropReason`]. Never panics on input; never allocates.
+//! [`DropReason`](crate::drop::DropReason) (`DropReason::for_frame`). Never
+//! panics on input; never allocates.
 
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use core::ops::Range;
 
-use crate::drop::DropReason;
-use crate::error::ParseError;
 use crate::wire::checksum::PseudoHeader;
 use crate::wire::ethernet::{self, Address as EthernetAddress, EtherType, VlanTag};
 use crate::wire::ip::{Dscp, Ecn, IpProtocol};
 use crate::wire::ipv4;
 use crate::wire::ipv6::{self, FlowLabel};
 use crate::wire::udp;
+use crate::wire::ParseError;
 
 /// UDP destination port of PSP, hence of Falcon (spec/psp.md §1.1; OCP Falcon
 /// 0.9 §7.1: Falcon rides in PSP).
@@ -207,24 +207,6 @@ pub enum FrameError {
     /// The UDP header is malformed, its length disagrees with IP, or its
     /// checksum fails.
     Udp(ParseError),
-}
-
-impl FrameError {
-    /// The drop reason to count for this error.
-    pub const fn drop_reason(&self) -> DropReason {
-        match self {
-            FrameError::Ethernet(_) => DropReason::MalformedEthernet,
-            FrameError::UnsupportedEtherType(_) => DropReason::UnsupportedEtherType,
-            FrameError::Ipv4(ParseError::BadChecksum(_)) => DropReason::BadIpChecksum,
-            FrameError::Ipv4(ParseError::Fragmented) => DropReason::IpFragment,
-            FrameError::Ipv4(_) | FrameError::Ipv6(_) => DropReason::MalformedIp,
-            FrameError::NotUdp(_) => DropReason::NotUdp,
-            FrameError::DestinationMac(_) => DropReason::DestinationMacMismatch,
-            FrameError::DestinationIp(_) => DropReason::DestinationIpMismatch,
-            FrameError::Udp(ParseError::BadChecksum(_)) => DropReason::BadUdpChecksum,
-            FrameError::Udp(_) => DropReason::MalformedUdp,
-        }
-    }
 }
 
 impl fmt::Display for FrameError {
@@ -636,7 +618,6 @@ mod tests {
     fn errors_name_the_layer() {
         let bytes = build(&v4_repr(), b"payload");
         let err = parse(&bytes[..10]).unwrap_err();
-        assert_eq!(err.drop_reason(), DropReason::MalformedEthernet);
         assert_eq!(
             err.to_string(),
             "Ethernet: truncated Ethernet header: need 14 bytes, have 10"
@@ -647,7 +628,6 @@ mod tests {
             err,
             FrameError::Ipv4(ParseError::Truncated { .. })
         ));
-        assert_eq!(err.drop_reason(), DropReason::MalformedIp);
 
         let mut bad = bytes.clone();
         bad[22] ^= 1; // TTL
@@ -661,7 +641,6 @@ mod tests {
         bad[45] ^= 1; // payload byte under a computed UDP checksum
         let err = parse(&bad).unwrap_err();
         assert_eq!(err, FrameError::Udp(ParseError::BadChecksum("UDP")));
-        assert_eq!(err.drop_reason(), DropReason::BadUdpChecksum);
 
         let mut bad = bytes.clone();
         bad[12..14].copy_from_slice(&[0x08, 0x06]);

@@ -90,7 +90,7 @@ fn exercise_outer(bytes: &[u8]) {
     for checks in [ChecksumChecks::ALL, ChecksumChecks::OFFLOADED] {
         match frame::parse_with(bytes, checks) {
             Err(err) => {
-                let _ = (err.drop_reason(), err.to_string());
+                let _ = err.to_string();
             }
             Ok(parsed) => {
                 let _ = format!("{}", parsed.repr);
@@ -139,7 +139,7 @@ fn exercise_falcon(bytes: &[u8]) {
 
     match FalconRepr::parse(bytes) {
         Err(err) => {
-            let _ = (crate::drop::DropReason::for_falcon(&err), err.to_string());
+            let _ = err.to_string();
         }
         Ok(repr) => {
             let _ = format!("{repr}");
@@ -238,7 +238,7 @@ fn every_reserved_type_is_refused_by_the_dispatch() {
         bytes[7] = code << 1;
         assert_eq!(
             FalconRepr::parse(&bytes),
-            Err(crate::error::ParseError::UnknownPacketType(code))
+            Err(crate::wire::ParseError::UnknownPacketType(code))
         );
         assert_eq!(
             super::peek_packet_type(&bytes),

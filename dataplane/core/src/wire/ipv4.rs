@@ -22,10 +22,10 @@
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use crate::error::ParseError;
 use crate::wire::bytes::{read_u16, write_bits, write_u16};
 use crate::wire::checksum::internet_checksum;
 use crate::wire::ip::{traffic_class, Dscp, Ecn, IpProtocol};
+use crate::wire::ParseError;
 
 mod field {
     use crate::wire::bytes::Field;

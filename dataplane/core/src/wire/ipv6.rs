@@ -20,9 +20,9 @@
 use core::fmt;
 use core::net::Ipv6Addr;
 
-use crate::error::ParseError;
 use crate::wire::bytes::{read_u16, read_u32, write_u16, write_u32};
 use crate::wire::ip::{traffic_class, Dscp, Ecn, IpProtocol};
+use crate::wire::ParseError;
 
 bounded_uint! {
     /// The 20-bit IPv6 flow label. Switches hash it for ECMP, so Falcon

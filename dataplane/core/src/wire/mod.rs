@@ -6,7 +6,7 @@
 //! the Internet checksum, and the frame helper that walks Ethernet → IP → UDP.
 //! It never does IO, never keeps state across packets, never allocates, and
 //! never panics on packet input: malformed bytes are a
-//! [`ParseError`](crate::error::ParseError), which the pipeline counts as a
+//! [`ParseError`], which the pipeline counts as a
 //! [`DropReason`](crate::drop::DropReason).
 //!
 //! # Two levels, as in smoltcp
@@ -39,7 +39,7 @@
 //! * errors that name the field and the layer, so every drop has a precise
 //!   [`DropReason`](crate::drop::DropReason) (smoltcp's `wire::Error` is a unit
 //!   struct, spec/style-models.md §1.5);
-//! * one [`ParseError`](crate::error::ParseError), one `Display` style and one
+//! * one [`ParseError`], one `Display` style and one
 //!   set of checksum rules across Ethernet, IP, UDP and Falcon (UDP checksum 0
 //!   accepted over IPv4 and IPv6, as PSP requires; checks skippable when the NIC
 //!   verified them);
@@ -81,6 +81,7 @@
 pub(crate) mod bytes;
 pub mod checksum;
 pub mod datapath;
+mod error;
 pub mod ethernet;
 pub mod falcon;
 pub mod frame;
@@ -96,6 +97,7 @@ pub(crate) mod testing;
 
 pub use checksum::{internet_checksum, PseudoHeader};
 pub use datapath::{parse_rx, FrameTemplate, LocalAddresses, RxFrame};
+pub use error::ParseError;
 pub use ethernet::{
     Address as EthernetAddress, EtherType, Packet as EthernetPacket, Repr as EthernetRepr, VlanTag,
 };

@@ -19,9 +19,9 @@
 
 use core::fmt;
 
-use crate::error::ParseError;
 use crate::wire::bytes::{read_u16, write_u16};
 use crate::wire::checksum::{udp_checksum, PseudoHeader};
+use crate::wire::ParseError;
 
 mod field {
     use crate::wire::bytes::Field;

@@ -33,10 +33,10 @@ use super::cc_info::CcInfo;
 use super::common::{check_version_and_type, common_getters, common_setters, FALCON_VERSION};
 use super::time::FalconTime32;
 use super::PacketType;
-use crate::error::ParseError;
 use crate::ids::ConnectionId;
 use crate::seq::Psn;
 use crate::wire::bytes::{read_u128, read_u64, write_u128, write_u64};
+use crate::wire::ParseError;
 
 pub(super) mod field {
     use crate::wire::bytes::Field;

@@ -28,9 +28,9 @@ use super::common::{
     check_version_and_type, common_getters, common_setters, field as common_field, FALCON_VERSION,
 };
 use super::{PacketType, ProtocolType};
-use crate::error::ParseError;
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::seq::{Psn, Rsn};
+use crate::wire::ParseError;
 
 use field as base_field;
 

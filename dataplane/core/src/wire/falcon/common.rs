@@ -44,9 +44,8 @@ pub const PEEK_LEN: usize = field::TYPE_BYTE + 1;
 macro_rules! common_getters {
     () => {
         /// Version (byte 0 bits 7:4); 1 in Falcon 0.9.
-        // Inline with `packet_type`: the typed parsers' repeated checks
-        // fold into the dispatch's (callgrind, push64: 3068.7 → 3061.5
-        // instructions per transaction).
+        // Inline with `packet_type`: the typed parsers' repeated checks fold
+        // into the dispatch's.
         #[inline]
         pub fn version(&self) -> u8 {
             use $crate::wire::falcon::common::field;
@@ -150,12 +149,12 @@ pub(crate) fn check_version_and_type(
     version: u8,
     found: super::PacketType,
     expected: super::PacketType,
-) -> Result<(), crate::error::ParseError> {
+) -> Result<(), crate::wire::ParseError> {
     if version != FALCON_VERSION {
-        return Err(crate::error::ParseError::BadVersion(version));
+        return Err(crate::wire::ParseError::BadVersion(version));
     }
     if found != expected {
-        return Err(crate::error::ParseError::UnexpectedPacketType { expected, found });
+        return Err(crate::wire::ParseError::UnexpectedPacketType { expected, found });
     }
     Ok(())
 }

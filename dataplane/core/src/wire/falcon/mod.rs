@@ -15,7 +15,7 @@
 //!
 //! Reserved fields and bits are ignored on parse and written as zero on emit.
 //! Unassigned codes parse to `Unknown(n)`; only a reserved *packet type*
-//! fails ([`ParseError::UnknownPacketType`](crate::error::ParseError)), since
+//! fails ([`ParseError::UnknownPacketType`](crate::wire::ParseError)), since
 //! its layout is unknown.
 
 pub mod ack;

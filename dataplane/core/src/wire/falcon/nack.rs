@@ -33,10 +33,10 @@ use super::codes::{NackCode, RnrTimeout, Window};
 use super::common::{check_version_and_type, common_getters, common_setters, FALCON_VERSION};
 use super::time::FalconTime32;
 use super::PacketType;
-use crate::error::ParseError;
 use crate::ids::ConnectionId;
 use crate::seq::Psn;
 use crate::wire::bytes::{read_u32, write_bits, write_u32};
+use crate::wire::ParseError;
 
 mod field {
     use crate::wire::bytes::Field;

@@ -13,9 +13,9 @@ use core::ops::Range;
 use super::ack::{BackPacket, BackRepr, EackPacket, EackRepr};
 use super::common::{field, FALCON_VERSION, PEEK_LEN};
 use super::{nack, pull_data, pull_request, push_data, resync, PacketType};
-use crate::error::ParseError;
 use crate::ids::ConnectionId;
 use crate::wire::bytes::read_u24;
+use crate::wire::ParseError;
 
 /// Any Falcon packet, typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,9 +63,7 @@ fn peek_type_code(bytes: &[u8]) -> Result<u8, ParseError> {
 /// returns the packet type's code (`u8::from(PacketType)`), for
 /// [`Repr::parse_peeked`] or a type's own `parse_peeked`. The code, not the
 /// [`PacketType`]: the receive path compares it with Push Data's, and the
-/// conversion compiled to a table lookup and a jump table on its result
-/// (callgrind, push64: 2410.7 → 2405.6 instructions per transaction;
-/// push64-psp 5167.9 → 5156.8).
+/// conversion compiles to a table lookup and a jump table on its result.
 ///
 /// # Errors
 ///
@@ -229,11 +227,10 @@ impl Repr {
 
 impl Repr {
     /// [`emit`](Self::emit) into the first [`buffer_len`](Self::buffer_len)
-    /// bytes of `bytes`, returning where the payload goes (`header_len()..
-    /// buffer_len()`, empty for types without one); `None`, nothing written,
-    /// if `bytes` is shorter. One dispatch on the type: the length, the
-    /// header and the payload range each matched on it again (callgrind,
-    /// push64 profile: `emit_frame` 178.6 → 166.5 instructions inclusive).
+    /// bytes of `bytes`, returning where the payload goes
+    /// (`header_len()..buffer_len()`, empty for types without one); `None`,
+    /// nothing written, if `bytes` is shorter. One dispatch on the type, not
+    /// one each for the length, the header and the payload range.
     #[inline]
     pub fn emit_within(&self, bytes: &mut [u8]) -> Option<Range<usize>> {
         #[inline(always)]

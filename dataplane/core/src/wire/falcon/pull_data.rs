@@ -13,7 +13,7 @@ use core::fmt;
 use super::base::{self, BaseHeader};
 use super::common::check_version_and_type;
 use super::PacketType;
-use crate::error::ParseError;
+use crate::wire::ParseError;
 
 /// The Pull Data view: the base header view.
 pub type Packet<T> = base::Packet<T>;

@@ -28,8 +28,8 @@ use core::fmt;
 use super::base::{base_getters, base_setters, BaseHeader};
 use super::common::{common_getters, common_setters};
 use super::PacketType;
-use crate::error::ParseError;
 use crate::wire::bytes::{read_u16, write_u16};
+use crate::wire::ParseError;
 
 mod field {
     use crate::wire::bytes::Field;

@@ -27,8 +27,8 @@ use core::fmt;
 use super::base::{base_getters, base_setters, BaseHeader};
 use super::common::{common_getters, common_setters};
 use super::PacketType;
-use crate::error::ParseError;
 use crate::wire::bytes::{read_u16, write_u16};
+use crate::wire::ParseError;
 
 mod field {
     use crate::wire::bytes::Field;
@@ -135,9 +135,8 @@ impl<T: AsRef<[u8]>> fmt::Display for Packet<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 // `repr(C)`, as Pull Request, Pull Data and Resync: the base header is at
 // offset 0 of every `FalconRepr` variant that has one. Laid out by rustc it
-// was at 0, 4 or 8 by variant, and the transmit path's header build, merged
-// over the variants, stored each header field at every offset (callgrind,
-// push64 profile: 2953 → 2909 instructions per transaction).
+// would be at 0, 4 or 8 by variant, and the transmit path's header build,
+// merged over the variants, would store each header field at every offset.
 #[repr(C)]
 pub struct Repr {
     /// Base-header fields (packet type 0101b implied; `psn` is a data-window
@@ -164,12 +163,10 @@ impl Repr {
         Self::parse_after_header(packet, header)
     }
 
-    /// [`parse`](Self::parse) for [`FalconRepr::parse`](super::Repr::parse)
-    /// and the engine's receive path, which checked the version and the
-    /// packet type already ([`super::packet::peek_versioned`]; they were
-    /// checked twice per received Push Data, the second time through an
-    /// out-of-line `packet_type`; callgrind, push64: 3061.5 → 3050.7
-    /// instructions per transaction).
+    /// [`parse`](Self::parse) for [`FalconRepr::parse`](super::Repr::parse) and
+    /// the engine's receive path, which checked the version and the packet type
+    /// already ([`super::packet::peek_versioned`]), so that a received Push
+    /// Data's are not checked twice.
     #[inline(always)]
     pub(crate) fn parse_peeked<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr, ParseError> {
         packet.check_len()?;

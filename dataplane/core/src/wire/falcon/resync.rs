@@ -18,8 +18,8 @@ use core::fmt;
 use super::base::{base_getters, base_setters, BaseHeader};
 use super::common::{common_getters, common_setters};
 use super::{PacketType, ResyncCode, Window};
-use crate::error::ParseError;
 use crate::wire::bytes::{read_u32, write_bits, write_u32};
+use crate::wire::ParseError;
 
 mod field {
     use crate::wire::bytes::Field;
