@@ -3,9 +3,10 @@
 //! Layer: IO boundary of the engine loop (DESIGN.md §5; smoltcp's
 //! `phy::Device`, burst-oriented like DPDK's `rte_eth_rx_burst`). Owns the
 //! [`Port`] trait every backend implements (DPDK in `falcon-dpdk`, the
-//! simulated fabric in `falcon-sim`, the in-process [`loopback`] here), the
-//! frame buffer trait [`PacketBuf`] with the heap-backed [`FrameBuf`], and
-//! [`PortCapabilities`]. Wrappers compose: [`FaultInjector`] wraps any port.
+//! simulated fabric in `falcon-sim`, the in-process loopback of the
+//! `testing` module), the frame buffer trait [`PacketBuf`] with the
+//! heap-backed [`FrameBuf`], and [`PortCapabilities`]. Wrappers compose:
+//! the `testing` module's fault injector wraps any port.
 //!
 //! The engine is generic over the port's buffer type (no trait objects on
 //! the hot path): a received frame whose Push Data or Pull Data payload
@@ -40,14 +41,13 @@
 //! burst: a frame's t1 is the `now` it was built with, so a long burst
 //! would count its own building as fabric delay in the sender's Swift.)
 
-pub mod loopback;
-
-pub use loopback::{
-    BitFlip, FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
-    LoopbackStats,
-};
-
 use crate::time::Timestamp;
+
+// The engine's module doc imports the loopback from here; the loopback
+// lives in `testing`.
+#[cfg(any(test, feature = "testing"))]
+#[doc(no_inline)]
+pub use crate::testing::{Loopback, LoopbackConfig};
 
 /// A frame buffer a port hands out (DESIGN.md §5: an mbuf on DPDK): a data
 /// room of fixed capacity after the port's headroom, and a frame length

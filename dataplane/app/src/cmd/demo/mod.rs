@@ -36,8 +36,9 @@ use std::time::{Duration, Instant};
 
 use falcon_core::drop::DropReason;
 use falcon_core::engine::{connect, rekey_pair, CmEvent, ConnectionHandle, Engine};
-use falcon_core::port::{FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::port::FrameBuf;
 use falcon_core::random::{Random, SplitMix64};
+use falcon_core::testing::{FaultInjector, Faults, Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::UlpEvent;
 

@@ -119,13 +119,11 @@ pub struct LoopbackPort {
 /// One direction's delay line: the frames of each `tx_burst` as one batch
 /// under their release time, oldest first. A burst moves in and out as a
 /// whole vector (a bulk copy), not frame by frame through a queue of
-/// (release time, frame) pairs (callgrind, push64: 2592.4 → 2528.7
-/// instructions per transaction; `rx_burst` 53.8 → 13.6 and `tx_burst`
-/// 44.2 → 20.7 inclusive, `memcpy` 22.0 → 30.4). A whole burst sent, and a
-/// whole batch received into an empty vector, exchange vectors with the
-/// caller instead of copying (the caller's `frames` is left an empty
-/// spare, its `out` goes to the spares): push64 2528.7 → 2519.2, `rx_burst`
-/// 13.6 → 9.1 and `tx_burst` 20.7 → 15.8 inclusive, `memcpy` 30.4 → 22.0.
+/// (release time, frame) pairs, and a whole burst sent, or a whole batch
+/// received into an empty vector, exchanges vectors with the caller instead
+/// of copying (the caller's `frames` is left an empty spare, its `out` goes
+/// to the spares): `rx_burst` costs 9.1 and `tx_burst` 15.8 instructions per
+/// transaction inclusive (callgrind, push64: 2519.2 in all).
 #[derive(Debug, Default)]
 struct Line {
     /// (release time, frames sent in one `tx_burst`); never an empty batch.
