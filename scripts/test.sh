@@ -17,6 +17,9 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# falcon-core's library without its `testing` feature (the workspace build
+# above has it: the falcon binary enables it).
+cargo clippy -p falcon-core --lib -- -D warnings
 
 echo "== cargo test"
 # The libraries' tests run in the dev profile (debug assertions and overflow
@@ -27,7 +30,9 @@ echo "== cargo test"
 # collapse the fabric window and let queued pulls reach their 1 s timeout —
 # a property of the slow build, not of the transport (the release demo
 # keeps fcwnd above 1).
-cargo test --workspace --exclude falcon
+# `testing` on: falcon-core's module docs and its cluster test
+# (tests/cluster.rs) need it; about a second.
+cargo test --workspace --exclude falcon --features falcon-core/testing
 cargo test --release -p falcon
 
 echo "== fuzz targets build"

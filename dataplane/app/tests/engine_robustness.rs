@@ -10,7 +10,8 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec};
-use falcon_core::port::{FrameBuf, Loopback, LoopbackConfig};
+use falcon_core::port::FrameBuf;
+use falcon_core::testing::{Loopback, LoopbackConfig};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent, UlpHeader};
 use falcon_core::wire::frame::{FrameRepr, IpFields, UdpChecksum, PSP_UDP_PORT};

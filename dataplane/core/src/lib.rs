@@ -4,7 +4,8 @@
 //! Owns the wire formats (Falcon, Ethernet/IPv4/IPv6/UDP views), sequence
 //! number types, the packet delivery and transaction sublayers, resources,
 //! the connection scheduler, the timing wheel, the per-core engine and the
-//! port abstraction (with an in-memory loopback). It never reads a clock, an
+//! port abstraction; with the `testing` feature, the in-memory loopback and
+//! a virtual-time cluster of engines to test on. It never reads a clock, an
 //! RNG, a socket or the environment: time and randomness are passed in.
 //! A ULP, the DPDK runner or the simulator uses [`api`], the one module
 //! that gathers what a user of the transport needs; the sublayers are the
@@ -24,13 +25,14 @@
 //! | [`time`] | [`Timestamp`](time::Timestamp) (ns, injected) and the Falcon time units |
 //! | [`random`] | [`Random`](random::Random) and the seeded [`SplitMix64`](random::SplitMix64) |
 //! | [`delivery`] | the packet delivery sublayer (OCP Falcon 0.9 §9): [`DeliveryConnection`](delivery::DeliveryConnection) |
-//! | [`port`] | the [`Port`](port::Port) trait, the in-process [`Loopback`](port::Loopback) pair and the [`FaultInjector`](port::FaultInjector) wrapper |
+//! | [`port`] | the [`Port`](port::Port) trait, the frame buffer trait and the heap-backed [`FrameBuf`](port::FrameBuf) |
 //! | [`timer`] | the engine's [`TimingWheel`](timer::TimingWheel) (512 ns slots) |
 //! | [`engine`] | the per-core [`Engine`](engine::Engine): connections, timers, PSP boundary, inline RUE, ULP interface |
 //! | [`node`] | the [`Node`](node::Node) an engine is a shard of: master keys, SPI generation and rotation, per-shard SPI and CID ranges, [`Steering`](node::Steering) of received frames |
 //! | [`transaction`] | the transaction sublayer (OCP Falcon 0.9 §8): initiator and target state machines, ordering, the ULP interface |
 //! | [`resources`] | the four resource pools, their regions and credits, HoL zones, dynamic thresholds (§8.2) |
 //! | [`scheduler`] | the connection scheduler's round-robin ring (§8.3) |
+//! | `testing` | with the `testing` feature: the in-process loopback and fault injector, the mbuf-shaped test buffer, and the virtual-time cluster of N engines with a scripted ULP and exactly-once checkers |
 //!
 //! Nothing in this crate panics on packet input: a malformed packet is a
 //! [`ParseError`](wire::ParseError), which the pipeline maps to a counted
@@ -53,6 +55,8 @@ pub mod random;
 pub mod resources;
 pub mod scheduler;
 pub mod seq;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod time;
 pub mod timer;
 pub mod transaction;

@@ -3,9 +3,10 @@
 //! Layer: IO boundary of the engine loop (DESIGN.md §5; smoltcp's
 //! `phy::Device`, burst-oriented like DPDK's `rte_eth_rx_burst`). Owns the
 //! [`Port`] trait every backend implements (DPDK in `falcon-dpdk`, the
-//! simulated fabric in `falcon-sim`, the in-process [`loopback`] here), the
-//! frame buffer trait [`PacketBuf`] with the heap-backed [`FrameBuf`], and
-//! [`PortCapabilities`]. Wrappers compose: [`FaultInjector`] wraps any port.
+//! simulated fabric in `falcon-sim`, the in-process loopback of the
+//! `testing` module), the frame buffer trait [`PacketBuf`] with the
+//! heap-backed [`FrameBuf`], and [`PortCapabilities`]. Wrappers compose:
+//! the `testing` module's fault injector wraps any port.
 //!
 //! The engine is generic over the port's buffer type (no trait objects on
 //! the hot path): a received frame whose Push Data or Pull Data payload
@@ -39,13 +40,6 @@
 //! and `Engine::transmit_bursts` repeats it with the clock read before each
 //! burst: a frame's t1 is the `now` it was built with, so a long burst
 //! would count its own building as fabric delay in the sender's Swift.)
-
-pub mod loopback;
-
-pub use loopback::{
-    BitFlip, FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
-    LoopbackStats,
-};
 
 use crate::time::Timestamp;
 

@@ -58,7 +58,8 @@
 use std::time::{Duration, Instant};
 
 use falcon_core::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
-use falcon_core::port::{FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::port::FrameBuf;
+use falcon_core::testing::{Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{
     Completion, CompletionStatus, Op, Transaction, TransactionKind, UlpEvent,

@@ -35,7 +35,8 @@ use falcon_core::engine::{
     PspConfig,
 };
 use falcon_core::ids::{ConnectionId, DestinationFunction};
-use falcon_core::port::{FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::port::FrameBuf;
+use falcon_core::testing::{Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::{Completion, CompletionStatus, Op, Transaction, UlpEvent};
 use falcon_core::wire::EthernetAddress;

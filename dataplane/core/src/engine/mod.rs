@@ -75,11 +75,14 @@
 //!
 //! # Example: two engines over the loopback, PSP on
 //!
+//! (The loopback is in the `testing` module, behind the `testing` feature.)
+//!
 //! ```
 //! use std::time::Duration;
 //!
 //! use falcon_core::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
-//! use falcon_core::port::{Loopback, LoopbackConfig, Port};
+//! use falcon_core::port::Port;
+//! use falcon_core::testing::{Loopback, LoopbackConfig};
 //! use falcon_core::time::Timestamp;
 //! use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent, UlpHeader};
 //! use psp::{MasterKey, MasterKeys};

@@ -17,7 +17,8 @@ use std::net::IpAddr;
 
 use falcon_core::drop::{DropCounters, DropReason};
 use falcon_core::engine::UncheckedField;
-use falcon_core::port::{FaultInjector, Port};
+use falcon_core::port::Port;
+use falcon_core::testing::FaultInjector;
 use psp::RxDrop;
 
 /// The drop reasons of checks a frame the engine sent can fail only if it

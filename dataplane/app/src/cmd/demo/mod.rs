@@ -36,8 +36,10 @@ use std::time::{Duration, Instant};
 
 use falcon_core::drop::DropReason;
 use falcon_core::engine::{connect, rekey_pair, CmEvent, ConnectionHandle, Engine};
-use falcon_core::port::{FaultInjector, Faults, FrameBuf, Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::port::FrameBuf;
 use falcon_core::random::{Random, SplitMix64};
+use falcon_core::resources::CreditClass;
+use falcon_core::testing::{FaultInjector, Faults, Loopback, LoopbackConfig, LoopbackPort};
 use falcon_core::time::Timestamp;
 use falcon_core::transaction::UlpEvent;
 
@@ -189,8 +191,16 @@ impl Nodes {
                         &mut ulps.report,
                         &mut ulps.failures,
                     ),
-                    UlpEvent::Xoff { .. } => ulps.initiator.xoff = true,
-                    UlpEvent::Xon { .. } => ulps.initiator.xoff = false,
+                    UlpEvent::Xoff {
+                        class: CreditClass::Request,
+                        ..
+                    } => ulps.initiator.xoff = true,
+                    UlpEvent::Xon {
+                        class: CreditClass::Request,
+                        ..
+                    } => ulps.initiator.xoff = false,
+                    // The initiator sends no Pull Data.
+                    UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
                     UlpEvent::ConnectionError { fault, .. } => {
                         ulps.failures.push(format!("connection error: {fault:?}"));
                     }

@@ -10,11 +10,11 @@ use core::time::Duration;
 
 use psp::{Header, MasterKey, MasterKeys, RxDrop, SpiGeneration, Version};
 
-use super::harness::pattern;
 use crate::drop::DropReason;
 use crate::engine::PspConfig;
 use crate::engine::{ConnectionConfig, ConnectionHandle, ConnectionPsp, Engine, EngineConfig};
 use crate::ids::ConnectionId;
+use crate::testing::pattern;
 use crate::time::Timestamp;
 use crate::transaction::{CompletionStatus, Payload, Transaction, TransactionKind, UlpEvent};
 use crate::wire::frame::parse_with;

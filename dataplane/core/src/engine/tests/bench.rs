@@ -12,7 +12,8 @@ use std::time::Instant;
 use psp::{MasterKey, MasterKeys, Version};
 
 use crate::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
-use crate::port::{FrameBuf, Loopback, LoopbackConfig};
+use crate::port::FrameBuf;
+use crate::testing::{Loopback, LoopbackConfig};
 use crate::time::Timestamp;
 use crate::transaction::{Transaction, TransactionKind, UlpEvent};
 

@@ -10,10 +10,11 @@ use core::time::Duration;
 
 use psp::{MasterKey, MasterKeys};
 
-use super::harness::pattern;
-use super::mbuf::{MbufPool, MbufPort, TestMbuf};
 use crate::engine::{connect, Engine, EngineConfig, PairSpec, PspConfig};
-use crate::port::{Loopback, LoopbackConfig, PacketBuf};
+use crate::port::PacketBuf;
+use crate::testing::pattern;
+use crate::testing::{Loopback, LoopbackConfig};
+use crate::testing::{MbufPool, MbufPort, TestMbuf};
 use crate::time::Timestamp;
 use crate::transaction::{DataSource, Payload, Transaction, TransactionKind, UlpEvent, UlpHeader};
 use crate::wire::EthernetAddress;

@@ -9,16 +9,17 @@ use std::collections::VecDeque;
 
 use core::time::Duration;
 
-use super::harness::{Answer, Pair, Policy, Setup, TestPort};
 use crate::delivery::{DeliveryConfig, OrderingMode, UlpNack, XlrFilter};
 use crate::drop::DropReason;
-use crate::port::{Faults, Port};
+use crate::port::Port;
 use crate::resources::Credit;
 use crate::seq::Rsn;
+use crate::testing::Faults;
+use crate::testing::{Answer, Cluster, Policy, Setup, TestPort};
 use crate::transaction::{CompletionStatus, TransactionConfig, TransactionKind};
 use crate::wire::RnrTimeout;
 
-fn plan<P: Port>(pair: &mut Pair<P>, side: usize, conn: usize, rsn: u32, answers: &[Answer]) {
+fn plan<P: Port>(pair: &mut Cluster<P>, side: usize, conn: usize, rsn: u32, answers: &[Answer]) {
     pair.nodes[side].plans.insert(
         (conn, rsn),
         answers.iter().copied().collect::<VecDeque<_>>(),
@@ -32,7 +33,10 @@ fn rnr(code: u8) -> UlpNack {
     }
 }
 
-fn statuses<P: Port>(pair: &Pair<P>, side: usize) -> Vec<(TransactionKind, CompletionStatus, u8)> {
+fn statuses<P: Port>(
+    pair: &Cluster<P>,
+    side: usize,
+) -> Vec<(TransactionKind, CompletionStatus, u8)> {
     pair.nodes[side].completions[0]
         .iter()
         .map(|c| (c.kind, c.status, c.ulp_nack_code))
@@ -43,8 +47,8 @@ fn statuses<P: Port>(pair: &Pair<P>, side: usize) -> Vec<(TransactionKind, Compl
 /// retransmits after max(RTO, RNR timeout); the target redelivers it, and on
 /// the ordered connection delivers nothing after it until it is accepted.
 fn rnr_for_push_is_retried_by_the_initiator<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup::default());
-    let first = pair.rsn(0, 0);
+    let mut pair = Cluster::<P>::over(Setup::default());
+    let first = pair.rsn(0, 0, 0);
     pair.queue(0, 0, TransactionKind::Push, 100);
     pair.queue(0, 0, TransactionKind::Push, 200);
     pair.queue(0, 0, TransactionKind::Pull, 300);
@@ -112,7 +116,7 @@ fn long_rnr_timeouts_fail_no_later_request<P: TestPort>() {
     for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
         for code in [0u8, 25, 31] {
             for seed in 1..=3 {
-                let mut pair = Pair::<P>::over(Setup {
+                let mut pair = Cluster::<P>::over(Setup {
                     ordering,
                     seed,
                     faults: Faults {
@@ -131,7 +135,7 @@ fn long_rnr_timeouts_fail_no_later_request<P: TestPort>() {
                     },
                     ..Setup::default()
                 });
-                let first = pair.rsn(0, 0);
+                let first = pair.rsn(0, 0, 0);
                 for k in 0..60u32 {
                     let kind = if k % 3 == 1 {
                         TransactionKind::Pull
@@ -188,7 +192,7 @@ fn xlr_drop_filter_at_either_end_finishes_requests_by_name<P: TestPort>() {
             (1, CompletionStatus::RemoteError),
             (0, CompletionStatus::LocalXlr),
         ] {
-            let mut pair = Pair::<P>::over(Setup {
+            let mut pair = Cluster::<P>::over(Setup {
                 ordering,
                 ..Setup::default()
             });
@@ -256,8 +260,8 @@ fn xlr_drop_filter_at_either_end_finishes_requests_by_name<P: TestPort>() {
 /// §8.5.3.4: an RNR on a pull is handled at the target: it redelivers the
 /// Pull Request to its ULP after the timeout; nothing goes on the wire.
 fn rnr_for_pull_is_retried_locally_by_the_target<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup::default());
-    let first = pair.rsn(0, 0);
+    let mut pair = Cluster::<P>::over(Setup::default());
+    let first = pair.rsn(0, 0, 0);
     pair.queue(0, 0, TransactionKind::Pull, 1000);
     // Code 8 = 0.16 ms.
     plan(
@@ -290,7 +294,7 @@ fn rnr_for_pull_is_retried_locally_by_the_target<P: TestPort>() {
 /// initiator resyncs and completes it in error (kCmplTargetNackCIE); the
 /// connection goes on. Same shape for NRE and invalid CID.
 fn cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup::default());
+    let mut pair = Cluster::<P>::over(Setup::default());
     for k in 0..5 {
         pair.queue(0, 0, TransactionKind::Push, 100 + k);
     }
@@ -306,7 +310,7 @@ fn cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on<
         },
     ];
     for (k, nack) in nacks.into_iter().enumerate() {
-        let rsn = pair.rsn(0, 1 + k as u32);
+        let rsn = pair.rsn(0, 0, 1 + k as u32);
         plan(&mut pair, 1, 0, rsn, &[Answer::Nack(nack)]);
     }
     pair.run_to_completion(Duration::from_millis(100));
@@ -342,7 +346,7 @@ fn cie_nre_and_invalid_cid_on_push_complete_in_error_and_the_connection_goes_on<
 /// ULP's CIE or NRE on a pull); an invalid CID on a pull reclaims the
 /// target's resources and sends nothing, so the initiator times out.
 fn pull_errors_zero_length_pull_data_and_invalid_cid_timeout<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         transaction: TransactionConfig {
             transaction_timeout: Duration::from_millis(5),
             ..TransactionConfig::default()
@@ -355,7 +359,7 @@ fn pull_errors_zero_length_pull_data_and_invalid_cid_timeout<P: TestPort>() {
     let cie = UlpNack::CompletionInError { ulp_nack_code: 1 };
     let nre = UlpNack::NonRecoverableError { ulp_nack_code: 2 };
     let cid = UlpNack::InvalidCid { ulp_nack_code: 3 };
-    let (r0, r1, r2) = (pair.rsn(0, 0), pair.rsn(0, 1), pair.rsn(0, 2));
+    let (r0, r1, r2) = (pair.rsn(0, 0, 0), pair.rsn(0, 0, 1), pair.rsn(0, 0, 2));
     plan(&mut pair, 1, 0, r0, &[Answer::Nack(cie)]);
     plan(&mut pair, 1, 0, r1, &[Answer::Nack(nre)]);
     plan(&mut pair, 1, 0, r2, &[Answer::Nack(cid)]);
@@ -386,7 +390,7 @@ fn pull_errors_zero_length_pull_data_and_invalid_cid_timeout<P: TestPort>() {
 /// fail (timeout, then the connection dies when its Resync exhausts) with an
 /// error completion and a connection error event.
 fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         delivery: DeliveryConfig {
             max_retransmit_attempts: 2,
             ..DeliveryConfig::default()
@@ -397,7 +401,7 @@ fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly<P: TestPort>() 
         },
         ..Setup::default()
     });
-    let orphan = pair.add_orphan_connection(0);
+    let orphan = pair.add_orphan_connection(0, 1);
     pair.queue(0, 0, TransactionKind::Push, 64);
     for _ in 0..3 {
         pair.queue(0, orphan, TransactionKind::Push, 64);
@@ -425,9 +429,10 @@ fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly<P: TestPort>() 
         .connection_snapshot(pair.nodes[0].conns[orphan])
         .unwrap();
     assert!(snapshot.failed);
+    let handle = pair.nodes[0].conns[orphan];
     let again = pair.nodes[0].engine.submit(
         pair.now,
-        pair.nodes[0].conns[orphan],
+        handle,
         crate::transaction::Transaction::push(99, vec![1]),
     );
     assert_eq!(
@@ -440,7 +445,7 @@ fn unknown_connection_id_is_counted_and_the_sender_fails_cleanly<P: TestPort>() 
 /// error (the packet layer gives up, then the connection dies: §11), none
 /// is lost, and every resource returns.
 fn dead_link_fails_every_outstanding_transaction<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         delivery: DeliveryConfig {
             max_retransmit_attempts: 2,
             ..DeliveryConfig::default()
@@ -450,11 +455,12 @@ fn dead_link_fails_every_outstanding_transaction<P: TestPort>() {
     pair.queue_random(0, 40, 2000);
     // The first turn submits and sends; then the link dies.
     pair.step();
-    pair.nodes[0].port.faults = Faults {
+    let dead = Faults {
         loss_ppm: 1_000_000,
         ..Faults::default()
     };
-    pair.nodes[1].port.faults = pair.nodes[0].port.faults;
+    pair.nodes[0].port.set_faults(dead);
+    pair.nodes[1].port.set_faults(dead);
     pair.drive(Duration::from_millis(500), |p| p.unfinished() == 0);
     let statuses = pair.statuses(0);
     assert_eq!(statuses.values().sum::<usize>(), 40);
@@ -474,7 +480,7 @@ fn dead_link_fails_every_outstanding_transaction<P: TestPort>() {
 /// (kCmplLocalTO, Resync 0x4) and the target reclaims the network resources
 /// the unanswered requests held (§11: soft state reclaimed by timeout).
 fn soft_state_timeouts_reclaim_resources_at_both_ends<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         transaction: TransactionConfig {
             transaction_timeout: Duration::from_millis(3),
             target_timeout: Duration::from_millis(6),

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 
 use core::net::{IpAddr, Ipv6Addr};
 
-use super::harness::pattern;
 use super::psp_pair;
 use crate::drop::{DropCounters, DropReason};
 use crate::engine::{
     connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig, UncheckedField,
 };
+use crate::testing::pattern;
 use crate::time::Timestamp;
 use crate::transaction::Transaction;
 use crate::wire::EthernetAddress;

@@ -5,11 +5,11 @@
 
 use core::time::Duration;
 
-use super::harness::{Pair, Policy, Setup};
 use crate::delivery::OrderingMode;
 use crate::engine::{connect, Engine, EngineConfig, PairSpec, RueMode};
 use crate::ids::ConnectionId;
 use crate::resources::{Alpha, Credit, CreditLimits, ResourceConfig, RxPool};
+use crate::testing::{Cluster, Policy, Setup};
 use crate::time::Timestamp;
 use crate::transaction::{CompletionStatus, Transaction, TransactionKind};
 use crate::wire::{frame, peek_connection_id, peek_packet_type, PacketType};
@@ -33,7 +33,7 @@ fn slow_connection_does_not_stop_a_fast_one() {
         isolation_alpha: Alpha::ONE,
         ..ResourceConfig::default()
     };
-    let mut pair = Pair::new(Setup {
+    let mut pair = Cluster::new(Setup {
         connections: 2,
         resources,
         seed: 61,
@@ -171,6 +171,6 @@ fn scheduler_round_robins_across_queues() {
 fn engine_and_ports_are_send() {
     fn send<T: Send>() {}
     send::<Engine>();
-    send::<crate::port::LoopbackPort>();
-    send::<crate::port::FaultInjector<crate::port::LoopbackPort>>();
+    send::<crate::testing::LoopbackPort>();
+    send::<crate::testing::FaultInjector<crate::testing::LoopbackPort>>();
 }

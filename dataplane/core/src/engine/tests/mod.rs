@@ -1,18 +1,18 @@
 //! End-to-end tests of the engine: two engines over the loopback with
 //! seeded faults, PSP on; exactly-once completion and byte verification
-//! (harness), RSN order, tiny pools, scripted error flows, isolation of a
+//! (the `testing` cluster), RSN order, tiny pools, scripted error flows, isolation of a
 //! slow connection, scheduler fairness.
 
 /// Runs tests generic over the port (`fn name<P: TestPort>()`) once per
 /// frame buffer type: the loopback's heap buffers (`over_heap::name`) and
-/// the mbuf-like ones (`over_mbuf::name`, see `mbuf.rs`).
+/// the mbuf-like ones (`over_mbuf::name`, see `testing::mbuf`).
 macro_rules! over_both_buffers {
     ($($name:ident),* $(,)?) => {
         mod over_heap {
             $(
                 #[test]
                 fn $name() {
-                    super::$name::<crate::port::LoopbackPort>();
+                    super::$name::<crate::testing::LoopbackPort>();
                 }
             )*
         }
@@ -21,7 +21,7 @@ macro_rules! over_both_buffers {
             $(
                 #[test]
                 fn $name() {
-                    super::$name::<crate::engine::tests::mbuf::MbufPort>();
+                    super::$name::<crate::testing::MbufPort>();
                 }
             )*
         }
@@ -33,10 +33,8 @@ mod bench;
 mod buffers;
 mod cm_events;
 mod flows;
-mod harness;
 mod header_checks;
 mod load;
-mod mbuf;
 mod node;
 mod rotation;
 mod rue_external;
@@ -48,10 +46,10 @@ use proptest::prelude::*;
 
 use crate::delivery::OrderingMode;
 use crate::drop::DropReason;
-use crate::port::Faults;
+use crate::testing::Faults;
 use crate::transaction::TransactionKind;
 
-use harness::{Pair, Setup, TestPort};
+use crate::testing::{Cluster, Setup, TestPort};
 
 /// Two engines and their ends of one connection: (A, B, A's, B's).
 type EnginePair = (
@@ -105,9 +103,9 @@ fn faults(loss: u32, duplicate: u32, reorder: u32) -> Faults {
 /// A mix of pushes and pulls of random sizes both ways under loss,
 /// duplication and reordering, PSP on: every transaction completes exactly
 /// once with every byte right; on ordered connections in RSN order (the
-/// harness checks deliveries and completions as they happen).
-fn exactly_once<P: TestPort>(ordering: OrderingMode, seed: u64) -> Pair<P> {
-    let mut pair = Pair::<P>::over(Setup {
+/// cluster checks deliveries and completions as they happen).
+fn exactly_once<P: TestPort>(ordering: OrderingMode, seed: u64) -> Cluster<P> {
+    let mut pair = Cluster::<P>::over(Setup {
         ordering,
         faults: faults(3, 2, 5),
         seed,
@@ -163,7 +161,7 @@ fn exactly_once_unordered_under_loss_reordering_duplication<P: TestPort>() {
 #[test]
 fn same_seed_replays_bit_for_bit() {
     let run = || {
-        let mut pair = Pair::new(Setup {
+        let mut pair = Cluster::new(Setup {
             faults: Faults {
                 corrupt_ppm: Faults::percent(1),
                 ..faults(3, 2, 5)
@@ -184,7 +182,7 @@ fn same_seed_replays_bit_for_bit() {
 }
 
 fn corrupted_frames_are_dropped_by_psp_and_recovered<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         faults: Faults {
             corrupt_ppm: Faults::percent(5),
             ..faults(1, 0, 0)
@@ -210,7 +208,7 @@ fn corrupted_frames_are_dropped_by_psp_and_recovered<P: TestPort>() {
 }
 
 fn plaintext_mode_works_without_psp<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         psp: false,
         faults: faults(2, 1, 3),
         seed: 31,
@@ -227,7 +225,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// Deliveries (target) and completions (initiator) follow RSN order on
-    /// ordered connections whatever the faults (the harness asserts it on
+    /// ordered connections whatever the faults (the cluster asserts it on
     /// every event; this explores seeds and fault rates).
     #[test]
     fn ordered_connections_deliver_in_rsn_order(
@@ -236,7 +234,7 @@ proptest! {
         duplicate in 0u32..5,
         reorder in 0u32..20,
     ) {
-        let mut pair = Pair::new(Setup {
+        let mut pair = Cluster::new(Setup {
             faults: faults(loss, duplicate, reorder),
             seed,
             ..Setup::default()
@@ -255,7 +253,7 @@ proptest! {
 /// no deadlock — every transaction completes within a bounded virtual time
 /// (resource NACKs and Xoff/Xon do the throttling).
 fn tiny_pools_make_progress_under_heavy_two_way_load<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         connections: 3,
         resources: crate::resources::ResourceConfig {
             cell_size: 256,
@@ -267,7 +265,7 @@ fn tiny_pools_make_progress_under_heavy_two_way_load<P: TestPort>() {
         ..Setup::default()
     });
     // One target ULP answers late: its requests hold resources longer.
-    pair.nodes[1].policy[2] = harness::Policy::Delay(Duration::from_micros(30));
+    pair.nodes[1].policy[2] = crate::testing::Policy::Delay(Duration::from_micros(30));
     pair.queue_random(0, 120, 1500);
     pair.queue_random(1, 120, 1500);
     pair.run_to_completion(Duration::from_millis(1500));
@@ -295,7 +293,7 @@ fn tiny_pools_make_progress_under_heavy_two_way_load<P: TestPort>() {
 }
 
 fn transactions_keep_kinds_and_sizes_at_the_edges<P: TestPort>() {
-    let mut pair = Pair::<P>::over(Setup {
+    let mut pair = Cluster::<P>::over(Setup {
         seed: 51,
         ..Setup::default()
     });
@@ -308,13 +306,13 @@ fn transactions_keep_kinds_and_sizes_at_the_edges<P: TestPort>() {
     pair.assert_all_ok(0);
 }
 
-/// The tiny-pool load over several seeds and both orderings (the harness
+/// The tiny-pool load over several seeds and both orderings (the cluster
 /// checks order, bytes and exactly-once on every event).
 #[test]
 fn tiny_pools_seed_sweep() {
     for seed in 0..6u64 {
         for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
-            let mut pair = Pair::new(Setup {
+            let mut pair = Cluster::new(Setup {
                 connections: 2,
                 ordering,
                 resources: crate::resources::ResourceConfig {
@@ -340,7 +338,8 @@ fn tiny_pools_seed_sweep() {
 /// only when resources come back; and it falls again once they do.
 #[test]
 fn rx_buffer_level_rises_with_held_requests_and_falls_after_answers() {
-    use crate::port::{FrameBuf, Loopback, LoopbackConfig};
+    use crate::port::FrameBuf;
+    use crate::testing::{Loopback, LoopbackConfig};
     use crate::time::Timestamp;
     use crate::transaction::{Transaction, UlpEvent};
 
@@ -424,7 +423,8 @@ fn rx_buffer_level_rises_with_held_requests_and_falls_after_answers() {
 /// `transmit_bursts` is that caller.
 #[test]
 fn transmit_burst_builds_at_most_max_frames_a_call() {
-    use crate::port::{FrameBuf, Loopback, LoopbackConfig};
+    use crate::port::FrameBuf;
+    use crate::testing::{Loopback, LoopbackConfig};
     use crate::time::Timestamp;
     use crate::transaction::{Transaction, UlpEvent};
 

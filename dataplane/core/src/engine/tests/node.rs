@@ -12,13 +12,13 @@ use core::time::Duration;
 
 use psp::{MasterKey, MasterKeys, Spi, SpiGeneration, Version};
 
-use super::harness::pattern;
 use crate::drop::DropReason;
 use crate::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, PspConfig};
 use crate::ids::ConnectionId;
 use crate::node::{Node, NodeConfig, NodeShard};
 use crate::port::FrameBuf;
 use crate::random::{Random, SplitMix64};
+use crate::testing::pattern;
 use crate::time::Timestamp;
 use crate::transaction::{CompletionStatus, Op, Transaction, TransactionKind, UlpEvent, UlpHeader};
 use crate::wire::frame::parse_with;

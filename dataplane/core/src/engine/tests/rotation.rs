@@ -8,24 +8,26 @@ use core::time::Duration;
 
 use psp::{Header, MasterKey, RxDrop, Version};
 
-use super::harness::{Pair, Setup};
 use crate::drop::DropReason;
 use crate::engine::{rekey_pair, ConnectionHandle, Engine, EngineConfig, RotationError};
-use crate::port::Faults;
+use crate::testing::Faults;
+use crate::testing::{Cluster, Setup};
 use crate::time::Timestamp;
 use crate::transaction::{Transaction, UlpEvent};
 use crate::wire::frame::parse_with;
 use crate::wire::ChecksumChecks;
 
 /// Steps 1–3 on both nodes of the pair, for every connection.
-fn rotate(pair: &mut Pair, key_seed: u8) {
+fn rotate(pair: &mut Cluster, key_seed: u8) {
     for (side, node) in pair.nodes.iter_mut().enumerate() {
         let seed = key_seed.wrapping_add(side as u8);
         node.engine
             .begin_key_rotation(MasterKey::new([seed; 32]))
             .expect("begin");
     }
-    let [a, b] = &mut pair.nodes;
+    let [a, b] = &mut pair.nodes[..] else {
+        unreachable!("a pair")
+    };
     for (&ha, &hb) in a.conns.iter().zip(&b.conns) {
         rekey_pair(
             pair.now,
@@ -47,12 +49,12 @@ fn spi_drops(engine: &Engine) -> u64 {
 
 /// Two full rotations (the second evicts the first key) in the middle of
 /// two-way traffic over a lossy, reordering link: every transaction
-/// completes exactly once with its data (the harness verifies payloads),
+/// completes exactly once with its data (the cluster verifies payloads),
 /// whatever was sealed with a retired SPI is dropped by name and recovered
 /// by retransmission.
 #[test]
 fn traffic_survives_two_rotations_under_loss() {
-    let mut pair = Pair::new(Setup {
+    let mut pair = Cluster::new(Setup {
         connections: 3,
         faults: Faults {
             loss_ppm: 10_000,
@@ -345,7 +347,7 @@ fn rotation_steps_out_of_order_are_refused() {
 #[test]
 fn rapid_rotation_keeps_pushes_and_pulls_alive() {
     for seed in 0..6u64 {
-        let mut pair = Pair::new(Setup {
+        let mut pair = Cluster::new(Setup {
             faults: Faults {
                 loss_ppm: 10_000,
                 reorder_ppm: 20_000,

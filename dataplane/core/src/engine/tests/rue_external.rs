@@ -7,17 +7,18 @@ use core::time::Duration;
 
 use rue::{CcEvent, CcResult, DcqcnConfig, ProfileConfig, Profiles, Rue, RueChannel, RueConfig};
 
-use super::harness::{Pair, Setup};
 use crate::engine::{connect, ConnectionHandle, Engine, EngineConfig, PairSpec, RueMode};
 use crate::ids::ConnectionId;
-use crate::port::{Faults, FrameBuf};
+use crate::port::FrameBuf;
+use crate::testing::Faults;
+use crate::testing::{Cluster, Setup};
 use crate::time::Timestamp;
 use crate::transaction::{Transaction, UlpEvent};
 use crate::wire::EthernetAddress;
 
 #[test]
 fn external_rue_serves_two_engines_under_loss() {
-    let mut pair = Pair::new(Setup {
+    let mut pair = Cluster::new(Setup {
         rue: RueMode::External { id_base: 0 },
         connections: 3,
         faults: Faults {
@@ -61,7 +62,7 @@ fn external_rue_serves_two_engines_under_loss() {
 /// connection, is refused and counted; an inline engine hands out nothing.
 #[test]
 fn unmatched_results_are_counted_and_inline_engines_hand_out_no_events() {
-    let mut pair = Pair::new(Setup {
+    let mut pair = Cluster::new(Setup {
         rue: RueMode::External { id_base: 0 },
         ..Setup::default()
     });

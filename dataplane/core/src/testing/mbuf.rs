@@ -14,8 +14,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::port::{FrameBuf, LoopbackPort, PacketBuf, Port, PortCapabilities};
+use crate::port::{FrameBuf, PacketBuf, Port, PortCapabilities};
 use crate::time::Timestamp;
+
+use super::loopback::LoopbackPort;
 
 /// Bytes before the frame in every buffer (`RTE_PKTMBUF_HEADROOM`).
 pub const HEADROOM: usize = 128;
