@@ -86,6 +86,11 @@ pub struct EngineStats {
     /// frame's size (`Engine::poll_transmit`): each lost as on the wire,
     /// and retransmitted.
     pub tx_no_buffer: u64,
+    /// Seals that found no expanded key in the engine's transmit context
+    /// cache (`EngineConfig::tx_contexts`) and expanded one: one per
+    /// connection's first packet and after each rekey, then only while
+    /// more connections send than the cache holds.
+    pub tx_context_misses: u64,
 }
 
 impl Default for EngineStats {
@@ -120,6 +125,7 @@ impl Default for EngineStats {
             connection_errors: 0,
             spi_failure_events: 0,
             tx_no_buffer: 0,
+            tx_context_misses: 0,
         }
     }
 }
@@ -198,6 +204,7 @@ impl EngineStats {
         self.connection_errors += other.connection_errors;
         self.spi_failure_events += other.spi_failure_events;
         self.tx_no_buffer += other.tx_no_buffer;
+        self.tx_context_misses += other.tx_context_misses;
     }
 
     pub(crate) fn record_windows(&mut self, fcwnd: Fcwnd, ncwnd: u16) {
