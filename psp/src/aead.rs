@@ -354,8 +354,8 @@ impl Aead for RustCryptoAead {
 }
 
 /// A per-SA AEAD context: the expanded key of one backend. Built once per
-/// SA and cached (TX: in the [`crate::TxSa`]; RX: in the
-/// [`crate::SaDatabase`]); enum dispatch keeps the hot path free of
+/// SA and cached (TX: in the [`crate::TxSa`] or a
+/// [`crate::TxContextCache`]; RX: in the [`crate::SaDatabase`]); enum dispatch keeps the hot path free of
 /// virtual calls.
 // The ring variant (~560 bytes) stays inline on purpose: it is the default
 // backend and boxing it would add a pointer chase per packet; the RustCrypto

@@ -17,6 +17,7 @@
 //! | [`aead`] | [`Aead`] trait, `ring` and RustCrypto backends, [`AeadContext`], [`Backend`] |
 //! | [`seal`] | [`seal_in_place`] / [`open_in_place`], [`Sealed`] / [`Opened`] |
 //! | [`sa`] | [`TxSa`], [`SaDatabase`] (RX keys, rotation, context cache), [`IvClock`] |
+//! | [`tx_cache`] | [`CachedTxSa`] (a TX SA without its key schedule), [`TxContextCache`] (the schedules of the SAs sending) |
 //! | [`space`] | [`SpiSpace`] (a node's SPIs cut into disjoint shards), [`SpiAllocator`] |
 //! | [`check`] | [`SpiCheck`], [`check_pcid`], [`ReplayCheck`], [`RxSecurity`], [`SecurityGlobals`] |
 //! | [`error`] | [`RxDrop`] reasons, [`RxCounters`], [`HeaderError`], [`SealError`] |
@@ -80,6 +81,7 @@ pub mod reference;
 pub mod sa;
 pub mod seal;
 pub mod space;
+pub mod tx_cache;
 
 pub use aead::{Aead, AeadContext, AeadError, Backend, UnknownBackend, NONCE_LEN, TAG_LEN};
 pub use check::{
@@ -95,6 +97,7 @@ pub use kdf::{KeyLengthError, MasterKey, MasterKeySlots, MasterKeys, SaKey, MAST
 pub use sa::{IvClock, SaDatabase, TxSa, TxSaConfig};
 pub use seal::{open_in_place, seal_in_place, Opened, Sealed};
 pub use space::{SpiAllocator, SpiSpace};
+pub use tx_cache::{BoundTxSa, CachedTxSa, TxContextCache};
 
 #[cfg(test)]
 pub(crate) mod testutil {

@@ -83,7 +83,9 @@ impl TxSaConfig {
     }
 }
 
-/// A transmit SA: header template, expanded key and IV clock.
+/// A transmit SA: header template, expanded key and IV clock. One sender
+/// of many SAs keeps [`CachedTxSa`](crate::CachedTxSa)s instead, whose
+/// expanded keys share a bounded [`TxContextCache`](crate::TxContextCache).
 #[derive(Debug)]
 pub struct TxSa {
     template: HeaderRepr,

@@ -101,7 +101,7 @@ mod layout {
             (
                 "Connection (boxed, one allocation)",
                 size_of::<Connection<crate::port::FrameBuf, Vec<u8>>>(),
-                2_384,
+                1_856,
             ),
             (
                 "  DeliveryConnection",
@@ -140,7 +140,11 @@ mod layout {
             ),
             ("  Account", size_of::<Account>(), 72),
             ("  FrameTemplate", size_of::<FrameTemplate>(), 160),
-            ("  TxSa (expanded AES-GCM key)", size_of::<psp::TxSa>(), 624),
+            (
+                "  CachedTxSa (SA key; AES-GCM schedule cached engine-wide)",
+                size_of::<psp::CachedTxSa>(),
+                104,
+            ),
             ("  RxSecurity", size_of::<psp::RxSecurity>(), 32),
             (
                 "SentPacket (a retransmit slot)",

@@ -85,6 +85,13 @@ pub struct EngineConfig {
     /// `Engine::poll_cm_event`); the frames in between are counted in the
     /// next event. In (0, 1 h]; default 1 s.
     pub spi_failure_interval: Duration,
+    /// Expanded PSP transmit keys kept for the connections sending (the
+    /// engine's `psp::TxContextCache`; a connection keeps only its SA key).
+    /// A connection sending when its key is not cached expands it again
+    /// (`EngineStats::tx_context_misses`). One entry is ~580 bytes with
+    /// `ring`; allocated at the first packet sent. At least 1; default
+    /// 4096 (2.3 MiB), more than the connections one core keeps busy.
+    pub tx_contexts: usize,
 }
 
 impl Default for EngineConfig {
@@ -106,6 +113,7 @@ impl Default for EngineConfig {
             checksums: ChecksumChecks::ALL,
             seed: 0xFA1C_0000,
             spi_failure_interval: Duration::from_secs(1),
+            tx_contexts: 4096,
         }
     }
 }
@@ -383,6 +391,9 @@ impl EngineConfig {
         }
         if self.rue_queue == 0 {
             return Err(ConfigError::new("rue_queue", "must be at least 1"));
+        }
+        if self.tx_contexts == 0 {
+            return Err(ConfigError::new("tx_contexts", "must be at least 1"));
         }
         if let Some(member) = &self.node {
             if self.psp.is_some() {

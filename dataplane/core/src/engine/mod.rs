@@ -182,7 +182,8 @@ mod unchecked;
 mod tests;
 
 use psp::{
-    RxSecurity, SaDatabase, SaKey, SecurityGlobals, Spi, SpiCheck, TxSa, TxSaConfig, Version,
+    Backend, CachedTxSa, RxSecurity, SaDatabase, SaKey, SecurityGlobals, Spi, SpiCheck,
+    TxContextCache, TxSaConfig, Version,
 };
 use rue::{CcResult, Profiles, Rue, RueChannel, RueConfig};
 
@@ -245,6 +246,8 @@ pub struct Engine<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     data_ring: Scheduler,
     ack_ring: Scheduler,
     psp: Option<PspState>,
+    /// The expanded keys of the connections' transmit SAs.
+    tx_contexts: TxContextCache,
     /// The node this engine is a shard of, and what of it it follows.
     shard: shard::Membership,
     /// With several shards in the node: its steering and this engine's
@@ -286,7 +289,7 @@ struct Connection<B: PacketBuf, S> {
     target: Target<B, S>,
     account: Account,
     frame: FrameTemplate,
-    tx_sa: Option<TxSa>,
+    tx_sa: Option<CachedTxSa>,
     rx_security: Option<RxSecurity>,
     /// When Remote Time was last known good: the receipt of the last packet
     /// that passed the PSP checks, or its last seeding (setup, rotation).
@@ -323,6 +326,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         config.validate()?;
         let max_payload = config.max_payload();
         let (shard, psp) = shard::join(&config, sa_database)?;
+        let backend = psp.as_ref().map_or(Backend::Ring, |p| p.db.backend());
+        let tx_contexts = TxContextCache::new(backend, config.tx_contexts);
         let profiles = match &config.rue {
             RueMode::Swift => Some(Profiles::swift_default()),
             RueMode::Profiles(p) => Some(Profiles::clone(p)),
@@ -381,6 +386,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             ack_ring: Scheduler::with_slots(config.max_connections as usize),
             psp,
             shard_check: (shard.node.shards() > 1).then(|| (shard.node.steering(), shard.shard)),
+            tx_contexts,
             shard,
             rue,
             rue_external,
@@ -471,6 +477,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         self.kill(slot, now);
         if let Some(conn) = self.connections[slot as usize].take() {
             self.by_cid.remove(conn.local_cid);
+            if let Some(sa) = &conn.tx_sa {
+                self.tx_contexts.forget(sa);
+            }
         }
         self.data_ring.remove(slot);
         self.ack_ring.remove(slot);
@@ -564,6 +573,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let mut stats = self.stats.clone();
         stats.transactions = self.shared.stats;
         stats.drops = self.shared.drops.clone();
+        stats.tx_context_misses = self.tx_contexts.misses();
         stats
     }
 
@@ -685,13 +695,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                     "the engine runs PSP: the connection needs its SAs",
                 ))
             }
-            (Some(psp), Some(c)) => {
-                let tx = TxSa::new(
-                    psp.db.backend(),
-                    &c.tx_key,
-                    TxSaConfig::falcon(c.tx_spi, c.tx_vc),
-                )
-                .map_err(|_| ConfigError::new("psp.tx_key", "cannot build the TX SA"))?;
+            (Some(_), Some(c)) => {
+                let tx = CachedTxSa::new(&c.tx_key, TxSaConfig::falcon(c.tx_spi, c.tx_vc))
+                    .map_err(|_| ConfigError::new("psp.tx_key", "cannot build the TX SA"))?;
                 let rx = RxSecurity::new(
                     SpiCheck::new(c.rx_spi, c.rx_generation),
                     c.pcid,

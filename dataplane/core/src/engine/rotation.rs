@@ -41,7 +41,7 @@
 //! [`remote_time_estimate`]: the last authenticated IV plus the time elapsed
 //! here since it arrived, less a clock-rate allowance. Our IVs are the
 //! sender's picosecond clock on every SA, and a new TX SA continues its
-//! predecessor's IV clock (`TxSa::with_iv_clock`), so the estimate stays
+//! predecessor's IV clock (`CachedTxSa::with_iv_clock`), so the estimate stays
 //! below every IV the transmitter sends from now on: Remote Time only moves
 //! forward (no replay window reopens) and on a busy connection barely moves.
 //! On an idle one it catches up with the transmitter's clock, which is what
@@ -53,7 +53,7 @@
 use core::fmt;
 use core::time::Duration;
 
-use psp::{MasterKey, SaKey, Spi, SpiGeneration, TxSa, TxSaConfig, Version};
+use psp::{CachedTxSa, MasterKey, SaKey, Spi, SpiGeneration, TxSaConfig, Version};
 
 use crate::engine::{ConnectionHandle, Engine};
 use crate::node::SpiRefusal;
@@ -313,8 +313,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let slot = self
             .slot(connection)
             .ok_or(RotationError::UnknownConnection)?;
-        let psp = self.psp.as_ref().ok_or(RotationError::PspOff)?;
-        let backend = psp.db.backend();
+        if self.psp.is_none() {
+            return Err(RotationError::PspOff);
+        }
         let conn = self.connections[slot as usize]
             .as_mut()
             .ok_or(RotationError::UnknownConnection)?;
@@ -324,9 +325,12 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             ..old.config()
         };
         let clock = *old.iv_clock();
-        let new = TxSa::new(backend, key, config)
+        let new = CachedTxSa::new(key, config)
             .map_err(|_| RotationError::BadSa)?
             .with_iv_clock(clock);
+        // The old key's schedule goes now, not when CLOCK reaches it; the
+        // new SA expands its own at its first seal.
+        self.tx_contexts.forget(old);
         conn.tx_sa = Some(new);
         Ok(())
     }
@@ -453,5 +457,110 @@ mod tests {
             remote_time_estimate(0, Duration::MAX),
             u64::MAX - (u64::MAX >> 10)
         );
+    }
+
+    /// The engine's transmit context cache: each connection expands its
+    /// key once, however many packets it sends; a rekey installs an SA
+    /// that expands its own key (the peer opens its packets under the new
+    /// SPI, so no packet went out under the old context); with fewer
+    /// entries than sending connections, misses go on and traffic too.
+    #[test]
+    fn tx_contexts_expand_once_per_sa_and_rekey_replaces_them() {
+        use crate::engine::{connect, EngineConfig, PairSpec, PspConfig};
+        use crate::ids::ConnectionId;
+        use crate::port::FrameBuf;
+        use crate::transaction::{Transaction, UlpEvent};
+        use crate::wire::EthernetAddress;
+        use psp::{MasterKey, MasterKeys};
+
+        let config = |ip: &str, mac: u8, k: u8, tx_contexts| EngineConfig {
+            local_ip: ip.parse().expect("literal address"),
+            local_mac: EthernetAddress([2, 0, 0, 0, 0, mac]),
+            psp: Some(PspConfig::new(MasterKeys {
+                k0: MasterKey::new([k; 32]),
+                k1: MasterKey::new([k + 1; 32]),
+            })),
+            tx_contexts,
+            ..EngineConfig::default()
+        };
+        // Pushes `n` transactions on each connection of `a` to `b`; the
+        // completions seen at `a`.
+        let exchange = |now: &mut Timestamp,
+                        a: &mut Engine,
+                        b: &mut Engine,
+                        conns: &[ConnectionHandle],
+                        n: u64| {
+            for &c in conns {
+                for i in 0..n {
+                    a.submit(*now, c, Transaction::push(i, vec![7; 100]))
+                        .expect("submit");
+                }
+            }
+            let mut buf = vec![0u8; a.max_frame_len()];
+            let mut completions = 0;
+            for _ in 0..200 {
+                for a_sends in [true, false] {
+                    let (from, to) = if a_sends {
+                        (&mut *a, &mut *b)
+                    } else {
+                        (&mut *b, &mut *a)
+                    };
+                    from.handle_timeout(*now);
+                    while let Some(len) = from.poll_transmit_into(*now, &mut buf) {
+                        let _ = to.handle_packet(*now, FrameBuf::from_frame(&buf[..len], 0));
+                    }
+                }
+                while let Some(event) = b.poll_event() {
+                    if let UlpEvent::Request(r) = event {
+                        let c = r.connection;
+                        b.ulp_ack(*now, c, r.rsn).expect("ack");
+                    }
+                }
+                while let Some(event) = a.poll_event() {
+                    completions += u64::from(matches!(event, UlpEvent::Completion(_)));
+                }
+                *now = *now + Duration::from_micros(20);
+            }
+            completions
+        };
+
+        let mut now = Timestamp::from_micros(1);
+        let mut a: Engine = Engine::new(config("10.0.0.1", 1, 1, 2), now).expect("config");
+        let mut b: Engine = Engine::new(config("10.0.0.2", 2, 5, 8), now).expect("config");
+        let pairs: Vec<_> = (1..=3)
+            .map(|i| {
+                let spec = PairSpec {
+                    a_cid: ConnectionId::truncating(i),
+                    b_cid: ConnectionId::truncating(100 + i),
+                    ..PairSpec::default()
+                };
+                connect(now, &mut a, &mut b, &spec).expect("connect")
+            })
+            .collect();
+        let (conns_a, conns_b): (Vec<_>, Vec<_>) = pairs.iter().copied().unzip();
+
+        // One connection sending: one expansion at each end.
+        assert_eq!(exchange(&mut now, &mut a, &mut b, &conns_a[..1], 20), 20);
+        assert_eq!(a.stats().tx_context_misses, 1);
+        assert_eq!(b.stats().tx_context_misses, 1);
+
+        // Rekeyed: one more expansion each, and B opens A's packets under
+        // the new SPI (B drops nothing).
+        a.begin_key_rotation(MasterKey::new([0x40; 32]))
+            .expect("begin");
+        b.begin_key_rotation(MasterKey::new([0x50; 32]))
+            .expect("begin");
+        rekey_pair(now, &mut a, &mut b, pairs[0], Version::Aes256Gcm).expect("rekey");
+        assert_eq!(exchange(&mut now, &mut a, &mut b, &conns_a[..1], 20), 20);
+        assert_eq!(a.stats().tx_context_misses, 2);
+        assert_eq!(b.stats().tx_context_misses, 2);
+        assert_eq!(b.stats().drops.total(), 0);
+        assert_eq!(a.stats().drops.total(), 0);
+
+        // Three connections through A's two entries: still complete.
+        assert_eq!(exchange(&mut now, &mut a, &mut b, &conns_a, 20), 60);
+        assert!(a.stats().tx_context_misses > 4);
+        assert_eq!(b.stats().tx_context_misses, 4, "B's 8 entries hold all");
+        let _ = conns_b;
     }
 }

@@ -89,6 +89,11 @@ pub struct EngineStats {
     /// Frames of another shard of the node handed back
     /// (`Disposition::NotOnThisEngine`).
     pub rx_other_shard: u64,
+    /// Seals that found no expanded key in the engine's transmit context
+    /// cache (`EngineConfig::tx_contexts`) and expanded one: one per
+    /// connection's first packet and after each rekey, then only while
+    /// more connections send than the cache holds.
+    pub tx_context_misses: u64,
 }
 
 impl Default for EngineStats {
@@ -124,6 +129,7 @@ impl Default for EngineStats {
             spi_failure_events: 0,
             tx_no_buffer: 0,
             rx_other_shard: 0,
+            tx_context_misses: 0,
         }
     }
 }
@@ -203,6 +209,7 @@ impl EngineStats {
         self.spi_failure_events += other.spi_failure_events;
         self.tx_no_buffer += other.tx_no_buffer;
         self.rx_other_shard += other.rx_other_shard;
+        self.tx_context_misses += other.tx_context_misses;
     }
 
     pub(crate) fn record_windows(&mut self, fcwnd: Fcwnd, ncwnd: u16) {

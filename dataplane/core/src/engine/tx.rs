@@ -12,7 +12,7 @@
 //! IV = `now` in picoseconds (DESIGN.md §4; the IV clock keeps it strictly
 //! increasing per SA).
 
-use psp::{TxSa, ICV_LEN};
+use psp::{BoundTxSa, ICV_LEN};
 
 use crate::delivery::Retransmission;
 use crate::drop::DropReason;
@@ -146,14 +146,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                     }
                 }
             };
-            let built = build_frame(
-                alloc,
-                &conn.frame,
-                conn.tx_sa.as_mut(),
-                &packet.repr,
-                payload,
-                now,
-            );
+            let tx_sa = conn.tx_sa.as_mut().map(|sa| sa.bind(&mut self.tx_contexts));
+            let built = build_frame(alloc, &conn.frame, tx_sa, &packet.repr, payload, now);
             // The connection sent (or tried): to the tail. After the frame,
             // not before reading the packet: the ring's branch between the
             // packet's stores and its reads had them read back from memory.
@@ -226,7 +220,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                 continue;
             };
             let empty = TxPayload::<S>::EMPTY;
-            match build_frame(alloc, &conn.frame, conn.tx_sa.as_mut(), &repr, empty, now) {
+            let tx_sa = conn.tx_sa.as_mut().map(|sa| sa.bind(&mut self.tx_contexts));
+            match build_frame(alloc, &conn.frame, tx_sa, &repr, empty, now) {
                 Ok(frame) => {
                     self.stats.tx_frames += 1;
                     self.stats.tx_acks += 1;
@@ -265,7 +260,7 @@ type GiveBack<T, B> = fn(T, &mut Vec<B>);
 fn build_frame<T: PacketBuf, S: DataSource>(
     alloc: &mut impl FnMut(usize) -> Option<T>,
     frame: &FrameTemplate,
-    tx_sa: Option<&mut TxSa>,
+    tx_sa: Option<BoundTxSa<'_>>,
     repr: &FalconRepr,
     payload: TxPayload<'_, S>,
     now: Timestamp,
@@ -293,7 +288,7 @@ fn build_frame<T: PacketBuf, S: DataSource>(
 fn emit_frame<S: DataSource>(
     buf: &mut [u8],
     frame: &FrameTemplate,
-    tx_sa: Option<&mut TxSa>,
+    tx_sa: Option<BoundTxSa<'_>>,
     repr: &FalconRepr,
     payload: TxPayload<'_, S>,
     now: Timestamp,
