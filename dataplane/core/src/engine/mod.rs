@@ -15,6 +15,21 @@
 //! not allocate per packet once warmed up (see
 //! [`crate::transaction::payload`] and [`crate::transaction::source`]).
 //!
+//! # Files, by concern
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `mod.rs` | the types, construction, `poll_event` |
+//! | `config.rs`, `setup.rs` | the configurations; `connect` of two engines in one process |
+//! | `connections.rs` | add, look up, close and fail connections; the sublayers' contexts |
+//! | `rx.rs`, `tx.rs` | the receive and transmit paths |
+//! | `ulp.rs` | the ULP's commands (submit, answers, Pull Data, release, credits) |
+//! | `upkeep.rs` | timers and the wheel, and what runs after every input (RUE, occupancy, Xon) |
+//! | `queries.rs` | getters: stats, snapshots, limits, released frames |
+//! | `io.rs` | the burst loops over a `Port` |
+//! | `shard.rs`, `rotation.rs`, `cm.rs` | node membership, PSP key rotation, connection-manager events |
+//! | `rue_inline.rs`, `reset.rs`, `cid.rs`, `stats.rs`, `unchecked.rs` | the RUE's queues, reset, the CID table, counters, unchecked header fields |
+//!
 //! # Methods, in quinn-proto's four kinds
 //!
 //! * **getters**: [`stats`](Engine::stats),
@@ -166,7 +181,9 @@
 mod cid;
 mod cm;
 mod config;
+mod connections;
 mod io;
+mod queries;
 mod reset;
 mod rotation;
 mod rue_inline;
@@ -177,36 +194,28 @@ mod stats;
 mod tx;
 mod ulp;
 mod unchecked;
+mod upkeep;
 
 #[cfg(test)]
 mod tests;
 
-use psp::{
-    Backend, CachedTxSa, RxSecurity, SaDatabase, SaKey, SecurityGlobals, Spi, SpiCheck,
-    TxContextCache, TxSaConfig, Version,
-};
+use psp::{Backend, CachedTxSa, RxSecurity, SaDatabase, SecurityGlobals, TxContextCache};
 use rue::{CcResult, Profiles, Rue, RueChannel, RueConfig};
 
-use crate::delivery::{
-    BufferLevel, CcState, ConnectionParams, DeliveryConnection, PoolOccupancy, XlrFilter,
-};
+use crate::delivery::{BufferLevel, DeliveryConnection, PoolOccupancy};
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::port::{FrameBuf, PacketBuf};
 use crate::random::SplitMix64;
-use crate::resources::{Account, Alpha, Credit, CreditClass, Resources};
+use crate::resources::{Account, Resources};
 use crate::scheduler::Scheduler;
 use crate::time::Timestamp;
 use crate::timer::TimingWheel;
-use crate::transaction::{
-    Ctx, DataSource, Initiator, Shared, Target, TransactionConfig, UlpCommandError, UlpEvent,
-};
-use crate::wire::{
-    ChecksumChecks, Dscp, Ecn, EthernetAddress, FrameRepr, FrameTemplate, IpFields, LocalAddresses,
-    UdpChecksum,
-};
+use crate::transaction::{DataSource, Initiator, Shared, Target, TransactionConfig, UlpEvent};
+use crate::wire::{ChecksumChecks, EthernetAddress, FrameTemplate, LocalAddresses};
 
 use cid::CidTable;
-use rue_inline::{rue_offer_due, RueExternal};
+use rue_inline::RueExternal;
+use upkeep::arm_connection;
 
 pub use crate::transaction::ConnectionHandle;
 pub use cm::{CmEvent, SpiCheckFailure, CM_EVENT_CAPACITY, SPI_FAILURE_PAIRS};
@@ -401,531 +410,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         Ok(engine)
     }
 
-    /// A fresh receive SPI of this engine's shard from the node's active
-    /// master key, and the SA key the peer must send with (PSP: the
-    /// receiver picks the SPI; the CM carries both to the peer).
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] if PSP is off, the node rotated its key and this
-    /// engine has not followed, or the shard's SPI space is exhausted.
-    pub fn allocate_spi(&mut self, version: Version) -> Result<(Spi, SaKey), ConfigError> {
-        self.allocate_receive_spi(version)
-            .map_err(ConfigError::from)
-    }
-
-    /// Sets up a connection (the connection manager's job, DESIGN.md §4).
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError`] naming the field: a CID already in use, no free
-    /// slot, an address family other than the engine's, PSP state missing,
-    /// an invalid field.
-    pub fn add_connection(
-        &mut self,
-        now: Timestamp,
-        config: ConnectionConfig,
-    ) -> Result<ConnectionHandle, ConfigError> {
-        config.validate()?;
-        self.check_shard(&config)?;
-        if self.by_cid.get(config.local_cid).is_some() {
-            return Err(ConfigError::new(
-                "local_cid",
-                "already used by another connection",
-            ));
-        }
-        let Some(slot) = self.free_slots.pop() else {
-            return Err(ConfigError::new(
-                "max_connections",
-                "every connection slot is in use",
-            ));
-        };
-        let result = self.build_connection(now, slot, config);
-        match result {
-            Ok(connection) => {
-                let handle = connection.handle;
-                self.by_cid.insert(connection.local_cid, handle.index);
-                self.stats.record_windows(
-                    connection.delivery.cc_state().fcwnd,
-                    connection.delivery.cc_state().ncwnd,
-                );
-                self.connections[slot as usize] = Some(Box::new(connection));
-                if let Some(rue) = &mut self.rue {
-                    rue.rue.reset_connection(slot);
-                }
-                Ok(handle)
-            }
-            Err(e) => {
-                self.free_slots.push(slot);
-                Err(e)
-            }
-        }
-    }
-
-    /// The connection whose local CID is `cid`.
-    pub fn connection(&self, cid: ConnectionId) -> Option<ConnectionHandle> {
-        let slot = self.by_cid.get(cid)?;
-        self.connections[slot as usize].as_ref().map(|c| c.handle)
-    }
-
-    /// Closes a connection: every transaction not completed completes with
-    /// kCmplDeadConn, its resources return, its CID and slot are freed.
-    pub fn close(&mut self, now: Timestamp, connection: ConnectionHandle) {
-        let Some(slot) = self.slot(connection) else {
-            return;
-        };
-        self.kill(slot, now);
-        if let Some(conn) = self.connections[slot as usize].take() {
-            self.by_cid.remove(conn.local_cid);
-            if let Some(sa) = &conn.tx_sa {
-                self.tx_contexts.forget(sa);
-            }
-        }
-        self.data_ring.remove(slot);
-        self.ack_ring.remove(slot);
-        self.generations[slot as usize] = self.generations[slot as usize].wrapping_add(1);
-        self.free_slots.push(slot);
-        self.finish(now);
-    }
-
-    /// Sets a connection's dynamic-threshold factor (its share of the
-    /// network-request regions, see [`crate::resources`]). The rev 0.9 RUE
-    /// result has no field for it; a RUE policy or the CM calls this.
-    pub fn set_isolation_alpha(&mut self, connection: ConnectionHandle, alpha: Alpha) {
-        if let Some(conn) = self.conn_mut(connection) {
-            conn.account.alpha = Alpha(alpha.0.max(1));
-        }
-    }
-
-    /// Sets a connection's xLR drop filter ([`XlrFilter`]: OCP Falcon 0.9
-    /// §11, off by default). Returns whether the connection exists. Queued
-    /// requests meet the filter when they are sent.
-    pub fn set_xlr_filter(&mut self, connection: ConnectionHandle, filter: XlrFilter) -> bool {
-        let Some(slot) = self.slot(connection) else {
-            return false;
-        };
-        let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
-            return false;
-        };
-        conn.delivery.set_xlr_filter(filter);
-        self.data_ring.activate(slot);
-        true
-    }
-
-    // --- Outputs --------------------------------------------------------
-
     /// The next event for the ULPs.
     pub fn poll_event(&mut self) -> Option<UlpEvent<B, S>> {
         self.shared.events.pop_front()
-    }
-
-    /// When [`handle_timeout`](Self::handle_timeout) should next run. May
-    /// be early (a deadline that moved later), never late.
-    pub fn poll_timeout(&self) -> Option<Timestamp> {
-        // The wheel, and what the connections not yet armed would put on it.
-        let mut next = self.wheel.next_deadline();
-        for &slot in &self.unarmed {
-            if let Some(conn) = self.connections[slot as usize].as_deref() {
-                next = earliest(next, conn.deadline_to_arm());
-            }
-        }
-        next
-    }
-
-    /// Runs the timers due at `now`: retransmissions, ACK coalescing,
-    /// pacing releases, RNR waits, transaction timeouts and reclaims.
-    pub fn handle_timeout(&mut self, now: Timestamp) {
-        self.arm_pending();
-        let mut fired = core::mem::take(&mut self.fired);
-        self.wheel.expire(now, &mut fired);
-        for (handle, deadline) in fired.drain(..) {
-            let Some(slot) = self.slot(handle) else {
-                continue;
-            };
-            let conn = conn_in(&mut self.connections, slot);
-            if conn.armed != Some(deadline) {
-                continue; // stale: the connection re-armed earlier
-            }
-            conn.armed = None;
-            if conn.dead {
-                continue;
-            }
-            conn.delivery.handle_timeout(now);
-            {
-                let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
-                initiator.handle_timeout(&mut ctx);
-            }
-            let conn = conn_in(&mut self.connections, slot);
-            {
-                let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
-                target.handle_timeout(&mut ctx);
-            }
-            self.after_input(slot, now);
-        }
-        self.fired = fired;
-        self.finish(now);
-    }
-
-    // --- Getters --------------------------------------------------------
-
-    /// The counters.
-    pub fn stats(&self) -> EngineStats {
-        let mut stats = self.stats.clone();
-        stats.transactions = self.shared.stats;
-        stats.drops = self.shared.drops.clone();
-        stats.tx_context_misses = self.tx_contexts.misses();
-        stats
-    }
-
-    /// The receive-buffer level this node reports in its ACKs (§10.2: the
-    /// EMA of the network-request pools' occupancy, quantized to 0–31,
-    /// the higher of the two pools).
-    pub fn rx_buffer_level(&self) -> crate::wire::RxBufferLevel {
-        self.buffer_level.level()
-    }
-
-    /// One connection's state.
-    pub fn connection_snapshot(&self, connection: ConnectionHandle) -> Option<ConnectionSnapshot> {
-        let conn = self
-            .connections
-            .get(self.slot(connection)? as usize)?
-            .as_ref()?;
-        Some(ConnectionSnapshot {
-            delivery: *conn.delivery.stats(),
-            cc: *conn.delivery.cc_state(),
-            rtt: *conn.delivery.rtt(),
-            initiator_rsns: conn.initiator.rsns(),
-            target_rsns: conn.target.rsns(),
-            outstanding: conn.initiator.outstanding(),
-            credits_used: Credit::ALL.map(|c| conn.account.credits.used(c)),
-            failed: conn.dead,
-        })
-    }
-
-    /// The largest payload one transaction carries.
-    pub fn max_payload(&self) -> usize {
-        self.shared.config.max_payload
-    }
-
-    /// The longest frame the engine builds (a full Push Data or Pull Data
-    /// packet; ACKs are far shorter).
-    pub fn max_frame_len(&self) -> usize {
-        self.max_frame_len
-    }
-
-    /// Frames waiting to go back to the port: released by the ULP
-    /// ([`release`](Self::release)) or by the engine (a stored payload it
-    /// dropped). The burst loops (`io.rs`) free them with every burst; a
-    /// loop of its own frees them with [`take_released`](Self::take_released).
-    pub fn released_frames(&self) -> usize {
-        self.shared.released.len()
-    }
-
-    /// Moves the frames waiting to go back to the port onto `out`.
-    pub fn take_released(&mut self, out: &mut Vec<B>) {
-        out.append(&mut self.shared.released);
-    }
-
-    /// Units of `credit`'s region in use node-wide.
-    pub fn resources_used(&self, credit: Credit) -> u32 {
-        self.shared.resources.used(credit)
-    }
-
-    // --- Internals ------------------------------------------------------
-
-    fn slots_reserve(&mut self, max: u32) {
-        self.connections.resize_with(max as usize, || None);
-        self.generations.resize(max as usize, 0);
-        self.free_slots = (0..max).rev().collect();
-    }
-
-    fn build_connection(
-        &mut self,
-        now: Timestamp,
-        slot: u32,
-        config: ConnectionConfig,
-    ) -> Result<Connection<B, S>, ConfigError> {
-        let handle = ConnectionHandle {
-            index: slot,
-            generation: self.generations[slot as usize],
-        };
-        let delivery_config = config
-            .delivery
-            .clone()
-            .unwrap_or_else(|| self.default_delivery.clone());
-        let ip = match (self.local_ip, config.remote_ip) {
-            (core::net::IpAddr::V4(src), core::net::IpAddr::V4(dst)) => IpFields::V4 {
-                src,
-                dst,
-                ttl: delivery_config.initial_ttl,
-                dscp: Dscp::ZERO,
-                ecn: Ecn::Ect0,
-                ident: 0,
-                dont_fragment: true,
-            },
-            (core::net::IpAddr::V6(src), core::net::IpAddr::V6(dst)) => IpFields::V6 {
-                src,
-                dst,
-                hop_limit: delivery_config.initial_ttl,
-                dscp: Dscp::ZERO,
-                ecn: Ecn::Ect0,
-                flow_label: crate::wire::FlowLabel::truncating(config.seed as u32),
-            },
-            _ => {
-                return Err(ConfigError::new(
-                    "remote_ip",
-                    "must be of the engine's address family",
-                ))
-            }
-        };
-        let frame = FrameRepr {
-            destination: config.remote_mac,
-            source: self.local_mac,
-            vlan: None,
-            ip,
-            src_port: config.udp_source_port,
-            dst_port: self.udp_port,
-            udp_checksum: UdpChecksum::Zero,
-        };
-        let (tx_sa, rx_security) = match (&self.psp, &config.psp) {
-            (None, _) => (None, None),
-            (Some(_), None) => {
-                return Err(ConfigError::new(
-                    "psp",
-                    "the engine runs PSP: the connection needs its SAs",
-                ))
-            }
-            (Some(_), Some(c)) => {
-                let tx = CachedTxSa::new(&c.tx_key, TxSaConfig::falcon(c.tx_spi, c.tx_vc))
-                    .map_err(|_| ConfigError::new("psp.tx_key", "cannot build the TX SA"))?;
-                let rx = RxSecurity::new(
-                    SpiCheck::new(c.rx_spi, c.rx_generation),
-                    c.pcid,
-                    psp::ReplayCheck::new(c.remote_time_ps),
-                );
-                (Some(tx), Some(rx))
-            }
-        };
-        let s = config.sequence;
-        let params = ConnectionParams {
-            // The RUE state table is indexed densely by slot (after the
-            // external RUE's id base), not by the 24-bit wire CID.
-            connection_id: ConnectionId::truncating(self.rue_id_base() + slot),
-            peer_connection_id: config.remote_cid,
-            destination_function: config.remote_function,
-            protocol: config.protocol,
-            ordering: config.ordering,
-            tx_request_psn: s.tx_request_psn,
-            tx_data_psn: s.tx_data_psn,
-            rx_request_psn: s.rx_request_psn,
-            rx_data_psn: s.rx_data_psn,
-            seed: config.seed,
-        };
-        let cc = initial_cc_state(slot, config.rue_profile, &delivery_config, now);
-        let mut delivery = DeliveryConnection::with_cc_state(&delivery_config, params, cc);
-        delivery.set_rue_instance(handle.generation);
-        let mut account =
-            self.shared
-                .resources
-                .open_account(config.credits, config.function, config.host);
-        if let Some(alpha) = config.isolation_alpha {
-            account.alpha = alpha;
-        }
-        Ok(Connection {
-            handle,
-            local_cid: config.local_cid,
-            local_function: config.local_function,
-            delivery,
-            initiator: Initiator::new(
-                config.ordering,
-                s.tx_rsn,
-                self.shared.config.transaction_timeout,
-            ),
-            target: Target::new(config.ordering, s.rx_rsn, self.shared.config.target_timeout),
-            account,
-            frame: FrameTemplate::new(frame),
-            tx_sa,
-            rx_security,
-            remote_time_at: now,
-            armed: None,
-            unarmed: false,
-            dead: false,
-            rue_listed: false,
-        })
-    }
-
-    fn slot(&self, handle: ConnectionHandle) -> Option<u32> {
-        let live = self
-            .connections
-            .get(handle.index as usize)?
-            .as_ref()
-            .is_some_and(|c| c.handle == handle);
-        live.then_some(handle.index)
-    }
-
-    fn live_slot(&self, handle: ConnectionHandle) -> Result<u32, UlpCommandError> {
-        let slot = self
-            .slot(handle)
-            .ok_or(UlpCommandError::UnknownConnection)?;
-        match &self.connections[slot as usize] {
-            Some(conn) if !conn.dead => Ok(slot),
-            _ => Err(UlpCommandError::ConnectionNotAlive),
-        }
-    }
-
-    fn conn_mut(&mut self, handle: ConnectionHandle) -> Option<&mut Connection<B, S>> {
-        let slot = self.slot(handle)?;
-        self.connections[slot as usize].as_deref_mut()
-    }
-
-    /// After any input or command on a connection: hand its delivery events
-    /// to the transaction sublayer, feed the RUE, put it on the scheduler
-    /// rings and re-arm its timer.
-    ///
-    /// `arm` and the RUE offer share one lookup of the slot. Arming only lists
-    /// the slot for `arm_pending`, so it may come before the RUE offer. The
-    /// receive path does the same on the connection it holds
-    /// (`Engine::receive`), without looking the slot up.
-    #[inline(always)]
-    fn after_input(&mut self, slot: u32, now: Timestamp) {
-        self.drain_delivery_events(slot, now);
-        self.data_ring.activate(slot);
-        self.ack_ring.activate(slot);
-        let Some(conn) = self.connections[slot as usize].as_mut() else {
-            return;
-        };
-        arm_connection(&mut self.unarmed, conn, slot);
-        if rue_offer_due(&self.rue, &self.rue_external, conn) {
-            self.offer_rue_event(slot, now);
-        }
-    }
-
-    /// Notes that the connection's deadlines may have moved: its wheel entry is
-    /// brought up to date at the end of the transmit burst
-    /// ([`poll_transmit`](Self::poll_transmit) returning `None`) or before the
-    /// wheel is read ([`handle_timeout`](Self::handle_timeout);
-    /// [`poll_timeout`](Self::poll_timeout) adds what the connections not yet
-    /// armed would insert, so it is never late). Every input and every
-    /// transmitted packet moves deadlines, so this runs several times per
-    /// transaction, and the comparison with the wheel is made once per burst.
-    /// The wheel only loses entries for deadlines that moved later again before
-    /// the burst ended: early wake-ups that would have found nothing due.
-    fn arm(&mut self, slot: u32) {
-        if let Some(conn) = self.connections[slot as usize].as_mut() {
-            arm_connection(&mut self.unarmed, conn, slot);
-        }
-    }
-
-    /// Arms every connection noted by [`arm`](Self::arm).
-    fn arm_pending(&mut self) {
-        let mut unarmed = core::mem::take(&mut self.unarmed);
-        for slot in unarmed.drain(..) {
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
-                continue;
-            };
-            conn.unarmed = false;
-            if let Some(next) = conn.deadline_to_arm() {
-                conn.armed = Some(next);
-                self.wheel.insert(conn.handle, next);
-            }
-            conn.initiator.take_new_deadline();
-            conn.target.take_new_deadline();
-        }
-        self.unarmed = unarmed;
-    }
-
-    /// End of every top-level call: run the RUE on what was queued, tell
-    /// waiting ULPs Xon, refresh the buffer level. Only the two checks are
-    /// inline: as one out-of-line function most of a call would go to saving
-    /// and restoring the registers its inlined bodies need.
-    /// `drain_delivery_events` and `rue_offer` are split the same way.
-    #[inline(always)]
-    fn finish(&mut self, now: Timestamp) {
-        if self.rue.as_ref().is_some_and(|rue| rue.pending) {
-            self.rue_service(now);
-        }
-        if self.shared.occupancy_changed {
-            self.after_occupancy_change();
-        }
-    }
-
-    /// Resources came back or a received request took some: Xon to the
-    /// ULPs that wait for them (nothing to do after a reservation), and
-    /// the buffer level's new occupancy sample (§10.2).
-    ///
-    /// The Xon check stays out of line behind its emptiness test: inlined here,
-    /// its loop would make every call (~2 per transaction) save and restore
-    /// four registers for the two EMA updates.
-    ///
-    /// The samples come before the Xon check (which reads credits, never the
-    /// pools' occupancy or the buffer level), so the check is a tail call and
-    /// no register lives across it: no callee-saved register to save and
-    /// restore on every call.
-    #[inline(never)]
-    fn after_occupancy_change(&mut self) {
-        self.shared.occupancy_changed = false;
-        let r = &self.shared.resources;
-        let [packets, cells] = &mut self.buffer_level.pools;
-        packets.update(r.used(Credit::NetReqPktRx));
-        cells.update(r.used(Credit::NetReqBufRx));
-        if !self.shared.xoff_waiting.is_empty() {
-            self.check_xon();
-        }
-    }
-
-    #[inline(never)]
-    fn check_xon(&mut self) {
-        let mut waiting = core::mem::take(&mut self.shared.xoff_waiting);
-        waiting.retain(|&handle| {
-            let Some(slot) = self.slot(handle) else {
-                return false;
-            };
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
-                return false;
-            };
-            for class in CreditClass::ALL {
-                if conn.account.xoff[class.index()] && self.shared.xon_due(&conn.account, class) {
-                    conn.account.xoff[class.index()] = false;
-                    self.shared.stats.xon += 1;
-                    self.shared.events.push_back(UlpEvent::Xon {
-                        connection: handle,
-                        class,
-                    });
-                }
-            }
-            // Waited on while either class is stopped.
-            conn.account.xoff != [false; 2]
-        });
-        waiting.append(&mut self.shared.xoff_waiting);
-        self.shared.xoff_waiting = waiting;
-    }
-
-    /// A fatal error or a close: every transaction completes with
-    /// kCmplDeadConn and every resource returns.
-    fn kill(&mut self, slot: u32, now: Timestamp) {
-        let conn = conn_in(&mut self.connections, slot);
-        if conn.dead {
-            return;
-        }
-        conn.dead = true;
-        {
-            let (initiator, mut ctx) = conn.initiator_ctx(now, &mut self.shared);
-            initiator.fail_all(&mut ctx);
-        }
-        let conn = conn_in(&mut self.connections, slot);
-        let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
-        target.fail_all(&mut ctx);
-        self.data_ring.remove(slot);
-        self.ack_ring.remove(slot);
-    }
-}
-
-/// [`Engine::arm`] on the connection in `slot`, already found.
-#[inline(always)]
-fn arm_connection<B: PacketBuf, S>(unarmed: &mut Vec<u32>, conn: &mut Connection<B, S>, slot: u32) {
-    if !conn.unarmed {
-        conn.unarmed = true;
-        unarmed.push(slot);
     }
 }
 
@@ -945,104 +432,7 @@ fn conn_in<B: PacketBuf, S>(
         .expect("slot names a live connection")
 }
 
-impl<B: PacketBuf, S: DataSource> Connection<B, S> {
-    /// The deadline to put on the wheel: the connection's next one, if it is
-    /// earlier than the one already there. Cheap when nothing moved earlier:
-    /// the delivery sublayer's timer and the deadlines the transaction
-    /// sublayer added since the last look are compared with the armed one;
-    /// the full minimum is computed only when the wheel entry fired or is
-    /// beaten.
-    fn deadline_to_arm(&self) -> Option<Timestamp> {
-        if self.dead {
-            return None;
-        }
-        let delivery = self.delivery.poll_timeout();
-        let fresh = earliest(self.initiator.new_deadline(), self.target.new_deadline());
-        if let Some(armed) = self.armed {
-            if delivery.map_or(true, |d| d >= armed) && fresh.map_or(true, |f| f >= armed) {
-                return None;
-            }
-        }
-        let transactions = earliest(self.initiator.next_deadline(), self.target.next_deadline());
-        let next = earliest(delivery, transactions)?;
-        if self.armed.is_some_and(|armed| armed <= next) {
-            return None;
-        }
-        Some(next)
-    }
-
-    fn initiator_ctx<'a>(
-        &'a mut self,
-        now: Timestamp,
-        shared: &'a mut Shared<B, S>,
-    ) -> (&'a mut Initiator<B, S>, Ctx<'a, B, S>) {
-        (
-            &mut self.initiator,
-            Ctx {
-                now,
-                connection: self.handle,
-                delivery: &mut self.delivery,
-                account: &mut self.account,
-                shared,
-            },
-        )
-    }
-
-    fn target_ctx<'a>(
-        &'a mut self,
-        now: Timestamp,
-        shared: &'a mut Shared<B, S>,
-    ) -> (&'a mut Target<B, S>, Ctx<'a, B, S>) {
-        (
-            &mut self.target,
-            Ctx {
-                now,
-                connection: self.handle,
-                delivery: &mut self.delivery,
-                account: &mut self.account,
-                shared,
-            },
-        )
-    }
-}
-
-/// The CC state a connection starts from: the RUE's initial result
-/// (`rue::CcResult::initial`, isekai's defaults: RTT and delay state
-/// 25 µs, markers at now) with the profile index, and the configured
-/// initial fcwnd, ncwnd and RTO.
-fn initial_cc_state(
-    slot: u32,
-    profile: u8,
-    config: &crate::delivery::DeliveryConfig,
-    now: Timestamp,
-) -> CcState {
-    let initial = CcResult::initial(slot, Profiles::base_delay_field(profile), now.time24());
-    let from_config = CcState::from_config(config);
-    CcState {
-        fcwnd: from_config.fcwnd,
-        ncwnd: from_config.ncwnd,
-        inter_packet_gap: initial.inter_packet_gap,
-        retransmit_timeout: from_config.retransmit_timeout,
-        cc_metadata: initial.cc_metadata,
-        event_queue_select: initial.event_queue_select,
-        delay_select: initial.delay_select,
-        fabric_window_time_marker: initial.fabric_window_time_marker,
-        nic_window_time_marker: initial.nic_window_time_marker,
-        ncwnd_direction: initial.ncwnd_direction,
-        base_delay_target: initial.base_delay_target,
-        delay_state: initial.delay_state,
-        rtt_state: initial.rtt_state,
-        cc_opaque: initial.cc_opaque,
-    }
-}
-
-/// The earlier of two optional deadlines.
-fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
+impl<B: PacketBuf, S: DataSource> Connection<B, S> {}
 
 impl<B: PacketBuf, S> core::fmt::Debug for Engine<B, S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
