@@ -391,7 +391,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
 
     /// Our request `rsn` left as a Resync 0x2 (the local xLR drop filter,
     /// OCP Falcon 0.9 §11): if this was its first transmission, it is
-    /// recorded sent as [`first_transmit`](Self::first_transmit) would.
+    /// recorded sent as its first transmission would be.
     pub fn on_local_xlr_sent(&mut self, now: Timestamp, rsn: Rsn, psn: Psn) {
         if let Some(index) = self.index(rsn).filter(|&i| self.slots[i].psn.is_none()) {
             self.mark_sent(index, now, psn);
@@ -608,12 +608,9 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// and complete in RSN order. Unmatched Pull Data is acknowledged and
     /// dropped (see the module decisions).
     ///
-    /// A payload of at least
-    /// [`ZERO_COPY_MIN_LEN`](crate::transaction::ZERO_COPY_MIN_LEN) bytes
-    /// offered as [`RxPayload::Frame`] is stored without a copy
-    /// ([`RxPayload::store`]). Only Pull Data that is stored takes the
-    /// frame: a duplicate, unmatched, refused, too long or zero-length one
-    /// leaves it with the caller.
+    /// Pull Data that is stored takes its frame, which reaches the ULP
+    /// without a copy ([`RxPayload::store`]): a duplicate, unmatched,
+    /// refused, too long or zero-length one leaves it with the caller.
     pub fn on_pull_data(
         &mut self,
         ctx: &mut Ctx<'_, B, S>,

@@ -5,7 +5,7 @@
 //! into the transaction: RDMA's RBTH and extension headers, NVMe's NBTH),
 //! the [`DataSource`] trait (the data part, read from the ULP's memory
 //! when the frame is built and again on each retransmission), its
-//! implementations for plain byte containers, and [`TxPayload`] (the two
+//! implementations for plain byte containers, and `TxPayload` (the two
 //! as the transmit path writes them into a frame).
 //!
 //! A Falcon packet's payload is the ULP's headers followed by its data

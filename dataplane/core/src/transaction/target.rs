@@ -8,9 +8,9 @@
 //! resource NACK), reordering by RSN (§8.5.2), the ULP's answers (ACK, RNR,
 //! CIE, NRE, invalid CID; §8.5.3.4–8.5.3.5, §11 target table), Pull Data
 //! and its queue, pull RNR redelivery timers and the soft-state reclaim of
-//! requests the ULP never answers. Takes a large Push Data payload's frame
-//! buffer over instead of copying it when the engine offers it
-//! ([`RxPayload::Frame`], see [`crate::transaction::payload`]). Never builds
+//! requests the ULP never answers. A Push Data payload it keeps keeps its
+//! frame, which reaches the ULP without a copy ([`RxPayload::store`], see
+//! [`crate::transaction::payload`]). Never builds
 //! a packet; never panics on packet input (an RSN outside the ring or a
 //! repeated RSN is a counted drop and a connection error event).
 
