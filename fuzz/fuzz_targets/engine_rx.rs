@@ -20,10 +20,10 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use falcon_core::delivery::OrderingMode;
+use falcon_core::api::OrderingMode;
+use falcon_core::api::UlpEvent;
 use falcon_core::engine::Engine;
 use falcon_core::port::{FrameBuf, PacketBuf};
-use falcon_core::transaction::UlpEvent;
 use falcon_fuzz::{engine_config, reset_and_connect, START};
 use libfuzzer_sys::fuzz_target;
 

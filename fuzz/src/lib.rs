@@ -13,7 +13,7 @@
 pub mod sealed;
 pub mod seeds;
 
-use falcon_core::delivery::OrderingMode;
+use falcon_core::api::OrderingMode;
 use falcon_core::engine::{
     ConnectionConfig, ConnectionHandle, ConnectionPsp, Engine, EngineConfig, PairSpec, PspConfig,
 };

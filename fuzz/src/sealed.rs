@@ -49,11 +49,11 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use falcon_core::delivery::{OrderingMode, UlpNack};
+use falcon_core::api::{OrderingMode, UlpNack};
+use falcon_core::api::{Transaction, TransactionKind, UlpEvent, UlpHeader};
 use falcon_core::engine::{Engine, EngineStats};
 use falcon_core::port::FrameBuf;
 use falcon_core::time::Timestamp;
-use falcon_core::transaction::{Transaction, TransactionKind, UlpEvent, UlpHeader};
 use falcon_core::wire::{
     Dscp, Ecn, FrameRepr, FrameTemplate, IpFields, RnrTimeout, UdpChecksum, PSP_UDP_PORT,
 };
@@ -367,12 +367,7 @@ impl Harness {
 
 /// The target ULP's answer to `request` under `policy` (see the module
 /// doc). Refusals by the engine (a stale RSN, no credit) are its business.
-fn answer(
-    engine: &mut Engine,
-    now: Timestamp,
-    policy: u8,
-    request: &falcon_core::transaction::Request,
-) {
+fn answer(engine: &mut Engine, now: Timestamp, policy: u8, request: &falcon_core::api::Request) {
     let connection = request.connection;
     let rsn = request.rsn;
     let ulp_nack_code = policy;

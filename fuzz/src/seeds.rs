@@ -10,7 +10,7 @@
 //! `fuzz/seeds/engine_rx_sealed/`; the tests below check that each one
 //! reaches the engine without a drop.
 
-use falcon_core::delivery::OrderingMode;
+use falcon_core::api::OrderingMode;
 use falcon_core::engine::{InitialSequence, PairSpec};
 use falcon_core::ids::{ConnectionId, DestinationFunction};
 use falcon_core::seq::{Psn, Rsn};

@@ -44,6 +44,7 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// An empty ring.
+    #[cfg(any(test, feature = "testing"))]
     pub fn new() -> Self {
         Scheduler::default()
     }
@@ -125,11 +126,13 @@ impl Scheduler {
     }
 
     /// No active connection.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.ring.is_empty()
     }
 
     /// Whether `slot` is on the ring.
+    #[cfg(any(test, feature = "testing"))]
     pub fn contains(&self, slot: u32) -> bool {
         self.member.get(slot as usize).copied().unwrap_or(false)
     }

@@ -282,12 +282,14 @@ impl<K: Copy> TimingWheel<K> {
     }
 
     /// No entries held.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The wheel's horizon: deadlines closer than this go straight into a
     /// slot.
+    #[cfg(any(test, feature = "testing"))]
     pub fn horizon(&self) -> core::time::Duration {
         core::time::Duration::from_nanos((self.mask + 1) * TIMING_WHEEL_UNIT_NANOS)
     }

@@ -74,11 +74,13 @@ impl AckCoalescing {
     }
 
     /// Something is waiting to be acknowledged.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_pending(&self) -> bool {
         self.immediate || self.deadline.is_some()
     }
 
     /// When the coalescing timer fires (`now` for an immediate ACK).
+    #[cfg(any(test, feature = "testing"))]
     pub fn deadline(&self, now: Timestamp) -> Option<Timestamp> {
         if self.immediate {
             return Some(now);

@@ -109,6 +109,7 @@ impl RingBitmap {
     }
 
     /// Number of set bits in `[start, start + len)`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn count_ones(&self, start: Psn, len: u32) -> u32 {
         let len = len.min(self.capacity());
         let mut count = 0;

@@ -225,6 +225,7 @@ pub struct DeliveryConnection {
 impl DeliveryConnection {
     /// A connection with the CM's initial congestion state from `config`.
     /// The config must be valid ([`DeliveryConfig::validate`]).
+    #[cfg(any(test, feature = "testing"))]
     pub fn new(config: &DeliveryConfig, params: ConnectionParams) -> Self {
         Self::with_cc_state(config, params, CcState::from_config(config))
     }
@@ -238,8 +239,8 @@ impl DeliveryConnection {
             params,
             ar_threshold: Fcwnd::from_f64(config.ack_request_fcwnd_threshold),
             failed: None,
-            tx_request: TxWindow::new(Window::Request, params.tx_request_psn, config.tx_window),
-            tx_data: TxWindow::new(Window::Data, params.tx_data_psn, config.tx_window),
+            tx_request: TxWindow::new(params.tx_request_psn, config.tx_window),
+            tx_data: TxWindow::new(params.tx_data_psn, config.tx_window),
             queues: SubmitQueues::default(),
             pacer: Pacer::default(),
             ar_policy: AckRequestPolicy::default(),
@@ -663,17 +664,20 @@ impl DeliveryConnection {
     }
 
     /// The fatal error, once the connection failed.
+    #[cfg(any(test, feature = "testing"))]
     pub fn error(&self) -> Option<&ConnectionError> {
         self.failed.as_ref()
     }
 
     /// The transmitter's BPSN and NPSN of `window`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn tx_bounds(&self, window: Window) -> (Psn, Psn) {
         let tx = self.tx(window);
         (tx.base(), tx.next())
     }
 
     /// The transmitter's ORC and ORRC of `window` (RORC/RORRC or DORC/DORRC).
+    #[cfg(any(test, feature = "testing"))]
     pub fn outstanding_requests(&self, window: Window) -> (u32, u32) {
         let tx = self.tx(window);
         (tx.outstanding_requests(), tx.outstanding_retransmitted())
@@ -685,12 +689,14 @@ impl DeliveryConnection {
     }
 
     /// The receiver's (ack, rx) bitmaps of `window` (bit n = BPSN + n).
+    #[cfg(any(test, feature = "testing"))]
     pub fn rx_bitmaps(&self, window: Window) -> (u128, u128) {
         let rx = self.rx(window);
         (rx.ack_bitmap(), rx.rx_bitmap())
     }
 
     /// Nothing queued, nothing unacknowledged, no ACK or NACK pending.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_idle(&self) -> bool {
         self.queues.pull_requests.is_empty()
             && self.queues.push_data.is_empty()

@@ -140,10 +140,9 @@ mod tests {
     use crate::delivery::tx_window::SentPacket;
     use crate::random::SplitMix64;
     use crate::seq::Rsn;
-    use crate::wire::Window;
 
     fn window_with(requests: u32, data: u32) -> TxWindow {
-        let mut window = TxWindow::new(Window::Data, Psn::new(u32::MAX), 64);
+        let mut window = TxWindow::new(Psn::new(u32::MAX), 64);
         let t = Timestamp::ZERO;
         for i in 0..requests {
             window.push(

@@ -90,11 +90,13 @@ mod tests;
 pub use buffer_level::{BufferLevel, PoolOccupancy};
 pub use config::{ConfigError, DeliveryConfig, OwnPause, RackTlpConfig};
 pub use connection::{ConnectionParams, DeliveryConnection, OrderingMode, RttEstimate, XlrFilter};
-pub use events::{
-    ConnectionError, DeliveryStats, Event, Refusal, ResyncError, RxOutcome, SubmitError, UlpError,
-    UlpNack,
-};
+pub use events::{ConnectionError, DeliveryStats, Event, Refusal, RxOutcome, SubmitError, UlpNack};
+// For tests and the sublayer benchmarks (the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+pub use events::{ResyncError, UlpError};
+#[cfg(any(test, feature = "testing"))]
+pub use packet::TxPacket;
 pub use packet::{
-    Arrival, OutgoingPacket, PacketKind, PayloadHandle, Retransmission, RxMeta, SentKind, TxPacket,
+    Arrival, OutgoingPacket, PacketKind, PayloadHandle, Retransmission, RxMeta, SentKind,
 };
 pub use rue_iface::CcState;

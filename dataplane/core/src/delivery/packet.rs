@@ -126,6 +126,7 @@ impl SentKind {
     }
 
     /// The wire packet type sent for this slot.
+    #[cfg(any(test, feature = "testing"))]
     pub const fn packet_type(self) -> PacketType {
         match self {
             SentKind::Transaction(kind) => kind.packet_type(),
@@ -170,6 +171,7 @@ impl TxPacket {
     }
 
     /// The AR (ACK request) bit.
+    #[cfg(any(test, feature = "testing"))]
     pub fn ack_request(&self) -> bool {
         match &self.repr {
             FalconRepr::PullRequest(r) => r.header.ack_request,

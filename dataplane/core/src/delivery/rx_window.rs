@@ -59,7 +59,6 @@ const NO_NACK: NackRecord = NackRecord {
 /// The receiver's state of one sliding window.
 #[derive(Debug, Clone)]
 pub struct RxWindow {
-    window: Window,
     size: u32,
     base: Psn,
     /// req-bitmap (request window) or data-ack-bitmap (data window).
@@ -82,7 +81,6 @@ impl RxWindow {
     /// An empty window whose BPSN is `initial` (set by the CM).
     pub fn new(window: Window, initial: Psn) -> Self {
         RxWindow {
-            window,
             size: match window {
                 Window::Request => REQUEST_WINDOW,
                 Window::Data => DATA_WINDOW,
@@ -95,11 +93,6 @@ impl RxWindow {
             nacked: 0,
             nacks: None,
         }
-    }
-
-    /// Which window.
-    pub fn window(&self) -> Window {
-        self.window
     }
 
     /// BPSN: the first unacknowledged PSN.
@@ -172,6 +165,7 @@ impl RxWindow {
     /// Marks an accepted `psn` received but not acknowledged (Push Data:
     /// "must not be set to 1b until the packet is explicitly acknowledged by
     /// the ULP", §9.2.2.4), remembering its AR bit for the ULP ACK.
+    #[cfg(any(test, feature = "testing"))]
     pub fn receive(&mut self, psn: Psn, ack_request: bool) {
         if let Some(bit) = self.bit(psn) {
             self.receive_bit(bit, ack_request);

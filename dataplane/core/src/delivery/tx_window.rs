@@ -20,7 +20,6 @@ use crate::delivery::packet::{
 };
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
-use crate::wire::Window;
 
 /// One retransmit-buffer slot: what is needed to rebuild and time a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +63,7 @@ pub struct SentPacket {
 impl SentPacket {
     /// A slot for a first transmission at `now`.
     #[inline]
+    #[cfg(any(test, feature = "testing"))]
     pub fn new(
         kind: PacketKind,
         rsn: Rsn,
@@ -156,7 +156,6 @@ const EMPTY_SLOT: SentPacket = SentPacket {
 /// The transmitter's state of one sliding window.
 #[derive(Debug, Clone)]
 pub struct TxWindow {
-    window: Window,
     /// BPSN: oldest PSN not yet acknowledged.
     base: Psn,
     /// NPSN: PSN of the next first transmission.
@@ -184,9 +183,8 @@ pub struct TxWindow {
 impl TxWindow {
     /// An empty window whose first PSN is `initial` (set by the CM), holding
     /// at most `limit` packets.
-    pub fn new(window: Window, initial: Psn, limit: u32) -> Self {
+    pub fn new(initial: Psn, limit: u32) -> Self {
         TxWindow {
-            window,
             base: initial,
             next: initial,
             limit,
@@ -198,11 +196,6 @@ impl TxWindow {
             outstanding_requests: 0,
             outstanding_retransmitted: 0,
         }
-    }
-
-    /// Which window.
-    pub fn window(&self) -> Window {
-        self.window
     }
 
     /// BPSN.
@@ -237,6 +230,7 @@ impl TxWindow {
 
     /// Slots of the retransmit buffer allocated (0 until the first
     /// transmission).
+    #[cfg(any(test, feature = "testing"))]
     pub fn slot_capacity(&self) -> usize {
         self.slots.len()
     }
@@ -275,6 +269,7 @@ impl TxWindow {
     /// Records a first transmission at `now`: assigns NPSN (then NPSN + 1,
     /// §9.1.3) and counts a request in ORC. The caller checked
     /// [`has_room`](Self::has_room).
+    #[cfg(any(test, feature = "testing"))]
     pub fn push(&mut self, now: Timestamp, mut packet: SentPacket) -> Psn {
         debug_assert!(self.has_room(), "TX window full");
         if self.in_flight() >= self.slots.len() as u32 {
@@ -605,7 +600,7 @@ mod tests {
     fn slots_are_allocated_at_the_first_transmission_and_doubled() {
         let t = Timestamp::from_nanos(10);
         let base = Psn::new(u32::MAX - 3);
-        let mut window = TxWindow::new(Window::Data, base, 1024);
+        let mut window = TxWindow::new(base, 1024);
         assert_eq!(window.slot_capacity(), 0);
         // An idle window answers every query without slots.
         assert!(window.slot(base).is_none() && window.ack(base).is_none());
@@ -634,7 +629,7 @@ mod tests {
             Some(Rsn::new(INITIAL_SLOTS))
         );
         // A window limited below the initial size gets only what it needs.
-        let mut small = TxWindow::new(Window::Request, base, 2);
+        let mut small = TxWindow::new(base, 2);
         small.push(t, packet(PacketKind::PullRequest, 0));
         assert_eq!(small.slot_capacity(), 2);
     }
@@ -642,7 +637,7 @@ mod tests {
     #[test]
     fn push_ack_advance_and_counters() {
         let t = Timestamp::from_nanos(10);
-        let mut window = TxWindow::new(Window::Data, Psn::new(u32::MAX - 1), 4);
+        let mut window = TxWindow::new(Psn::new(u32::MAX - 1), 4);
         let a = window.push(t, packet(PacketKind::PushData, 1));
         let b = window.push(t, packet(PacketKind::PullData, 2));
         let c = window.push(t, packet(PacketKind::PushData, 3));
@@ -728,7 +723,7 @@ mod tests {
             // Above the 64 initial slots: the ring grows during the run.
             const LIMIT: u32 = 100;
             let t = Timestamp::from_nanos(1);
-            let mut window = TxWindow::new(Window::Request, Psn::new(start), LIMIT);
+            let mut window = TxWindow::new(Psn::new(start), LIMIT);
             let mut model = Model { base: u64::from(start), next: u64::from(start), ..Model::default() };
             let psn = |absolute: u64| Psn::new(absolute as u32);
             for op in ops {

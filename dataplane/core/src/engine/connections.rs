@@ -110,7 +110,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     }
 
     /// Sets a connection's dynamic-threshold factor (its share of the
-    /// network-request regions, see [`crate::resources`]). The rev 0.9 RUE
+    /// network-request regions, see `crate::resources`). The rev 0.9 RUE
     /// result has no field for it; a RUE policy or the CM calls this.
     pub fn set_isolation_alpha(&mut self, connection: ConnectionHandle, alpha: Alpha) {
         if let Some(conn) = self.conn_mut(connection) {

@@ -3,7 +3,7 @@
 //!
 //! Layer: the top of `falcon-core`. Owns [`Engine`] — a slab of connections
 //! keyed by local CID, each with its packet delivery sublayer
-//! ([`crate::delivery`]) and transaction sublayer ([`crate::transaction`]);
+//! (`crate::delivery`) and transaction sublayer (`crate::transaction`);
 //! one timing wheel for every connection's deadlines; the connection
 //! scheduler; the PSP boundary (open + connection checks on receive, seal
 //! in place on transmit); the RUE run inline; resources; counters. It is
@@ -13,7 +13,7 @@
 //! into the frame), time comes in as `now`, randomness from seeds in the
 //! config. It never reads a clock, never panics on packet input, and does
 //! not allocate per packet once warmed up (see
-//! [`crate::transaction::payload`] and [`crate::transaction::source`]).
+//! `crate::transaction::payload` and `crate::transaction::source`).
 //!
 //! # Files, by concern
 //!
@@ -74,7 +74,7 @@
 //! * no store-forwarding stalls: a value built field by field and then copied
 //!   whole (a returned `FalconRepr`, a `Slot` pushed into a `VecDeque`, a
 //!   `SentPacket`, a `Demand` part, a bit set in a `u128`) stalls ~10 cycles,
-//!   so slots are filled in place ([`crate::transaction`]'s slot rings,
+//!   so slots are filled in place (`crate::transaction`'s slot rings,
 //!   `TxWindow::push_first`), and the per-packet parse is inlined;
 //! * the outer frame: a per-connection header template on transmit and a short
 //!   parse of the untagged IPv4 frame on receive ([`crate::wire::datapath`]);

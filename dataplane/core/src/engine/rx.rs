@@ -57,7 +57,7 @@ pub enum Disposition {
 
 /// A received frame after [`Engine::handle_packet`]: its disposition, and
 /// the frame itself unless the engine kept it (a payload in it now waits
-/// for the ULP, see [`crate::transaction::payload`]). The caller returns
+/// for the ULP, see `crate::transaction::payload`). The caller returns
 /// a frame it gets back to its port.
 #[derive(Debug)]
 #[must_use = "a frame handed back goes back to its port"]

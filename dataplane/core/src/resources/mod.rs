@@ -253,12 +253,14 @@ impl Demand {
 
     /// The Tx-pool part (released when the packet leaves the retransmit
     /// buffer).
+    #[cfg(any(test, feature = "testing"))]
     pub const fn tx_part(&self) -> Demand {
         self.masked(TX_LANES)
     }
 
     /// The Rx-pool part (released when the transaction completes to the
     /// ULP, or its request is acknowledged by the ULP).
+    #[cfg(any(test, feature = "testing"))]
     pub const fn rx_part(&self) -> Demand {
         self.masked(RX_LANES)
     }

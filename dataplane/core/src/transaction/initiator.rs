@@ -315,6 +315,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     }
 
     /// Whether transactions wait in this layer's queues.
+    #[cfg(any(test, feature = "testing"))]
     pub fn has_queued(&self) -> bool {
         self.queued_len != [0; 2]
     }
@@ -405,6 +406,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
 
     /// Our packet for `rsn` (or the Resync that replaced it) was
     /// acknowledged: it left the retransmit buffer.
+    #[cfg(any(test, feature = "testing"))]
     pub fn on_acked(&mut self, ctx: &mut Ctx<'_, B, S>, rsn: Rsn, sent: SentKind) {
         let mut owed = Demand::ZERO;
         self.acknowledge(ctx.shared, ctx.connection, rsn, sent, &mut owed);
@@ -756,6 +758,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     }
 
     /// The state of transaction `rsn`, if it is still tracked.
+    #[cfg(any(test, feature = "testing"))]
     pub fn state(&self, rsn: Rsn) -> Option<InitiatorState> {
         self.index(rsn).map(|i| self.slots[i].state)
     }

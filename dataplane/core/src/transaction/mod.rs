@@ -89,11 +89,15 @@ use crate::time::Timestamp;
 /// The target ULP's refusal of a request (RNR with its timeout, CIE, NRE,
 /// invalid CID, each with the ULP's code), for `Engine::ulp_nack`.
 pub use crate::delivery::UlpNack;
-pub use initiator::{Initiator, InitiatorState};
+pub use initiator::Initiator;
+#[cfg(any(test, feature = "testing"))]
+pub use initiator::InitiatorState;
 pub use payload::{Payload, RxPayload};
 pub(crate) use source::TxPayload;
 pub use source::{DataSource, HeaderTooLong, UlpHeader, ULP_HEADER_CAPACITY};
-pub use target::{Target, TargetState};
+pub use target::Target;
+#[cfg(any(test, feature = "testing"))]
+pub use target::TargetState;
 pub use ulp::{
     Completion, CompletionStatus, ConnectionFault, ConnectionHandle, Op, RejectReason, Rejected,
     Request, Transaction, TransactionKind, UlpCommandError, UlpEvent,

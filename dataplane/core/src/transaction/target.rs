@@ -746,6 +746,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
     }
 
     /// The state of request `rsn`, if it is in the ring.
+    #[cfg(any(test, feature = "testing"))]
     pub fn state(&self, rsn: Rsn) -> Option<TargetState> {
         self.index(rsn).map(|i| self.slots[i].state)
     }

@@ -17,7 +17,7 @@
 //! (or with the whole transaction in [`Rejected::returned`] if refused).
 //! A received Push Data or Pull Data payload reaches the ULP as a
 //! [`Payload`]: a view into the received frame's own buffer, held until
-//! the ULP gives it back with `Engine::release` (see [`super::payload`]).
+//! the ULP gives it back with `Engine::release` (see `transaction::payload`).
 //! One transaction is one packet (OCP Falcon 0.9 §8.1: a transaction "may
 //! result in one or more packets" — in rev 0.9 every packet type carries
 //! one transaction's data, so a ULP segments messages larger than a packet
@@ -246,7 +246,7 @@ pub struct Request<B: PacketBuf = FrameBuf> {
     /// Push: the payload length. Pull: bytes of Pull Data expected.
     pub request_length: u16,
     /// Pull: the ULP headers of the Pull Request (copied, see
-    /// [`super::payload`]). Push: empty.
+    /// `transaction::payload`). Push: empty.
     pub header: UlpHeader,
     /// Push: the Push Data payload (ULP headers and data), in its frame.
     /// Read it in place (it dereferences to `[u8]`) and give it back with
