@@ -18,6 +18,7 @@ use crate::port::{FrameBuf, PacketBuf};
 use crate::random::{Random, SplitMix64};
 use crate::resources::{Credit, ResourceConfig, Resources};
 use crate::seq::Psn;
+use crate::testing::{MbufPool, TestMbuf};
 use crate::wire::{
     BaseHeader, FalconRepr, NackCode, ProtocolType, PullRequestRepr, PushDataRepr, RnrTimeout,
     RxBufferLevel,
@@ -50,11 +51,11 @@ pub(super) fn connection_params(
 /// A delivery sublayer over [`connection_params`], with default resources
 /// (one account) and transaction config: what a test's initiator or target
 /// runs on.
-pub(super) fn sublayer(
+pub(super) fn sublayer<B: PacketBuf>(
     ordering: OrderingMode,
     rx_request_psn: Psn,
     rx_data_psn: Psn,
-) -> (DeliveryConnection, crate::resources::Account, Shared) {
+) -> (DeliveryConnection, crate::resources::Account, Shared<B>) {
     let params = connection_params(ordering, rx_request_psn, rx_data_psn);
     let mut resources = Resources::new(ResourceConfig::default());
     let account = resources.open_account(None, 0, 0);
@@ -65,15 +66,44 @@ pub(super) fn sublayer(
     )
 }
 
-struct Harness {
+/// A frame buffer the tests can fill: the heap one, and the mbuf-shaped
+/// one of the `testing` module (headroom, reference count, a pool), so
+/// the sublayer runs over both.
+trait TestBuf: PacketBuf + Sized + core::fmt::Debug {
+    /// A buffer holding `bytes`.
+    fn holding(bytes: &[u8]) -> Self;
+}
+
+impl TestBuf for FrameBuf {
+    fn holding(bytes: &[u8]) -> Self {
+        FrameBuf::from_frame(bytes, bytes.len())
+    }
+}
+
+thread_local! {
+    static MBUFS: std::rc::Rc<MbufPool> = MbufPool::new(1 << 16);
+}
+
+impl TestBuf for TestMbuf {
+    fn holding(bytes: &[u8]) -> Self {
+        let mut mbuf = MBUFS
+            .with(|pool| pool.alloc(bytes.len()))
+            .expect("a test mbuf");
+        mbuf.buffer_mut()[..bytes.len()].copy_from_slice(bytes);
+        mbuf.set_len(bytes.len());
+        mbuf
+    }
+}
+
+struct Harness<B: TestBuf = FrameBuf> {
     delivery: DeliveryConnection,
     account: crate::resources::Account,
-    shared: Shared,
-    target: Target,
+    shared: Shared<B>,
+    target: Target<B>,
     now: Timestamp,
 }
 
-impl Harness {
+impl<B: TestBuf> Harness<B> {
     fn new(ordering: OrderingMode) -> Self {
         let (delivery, account, shared) =
             sublayer(ordering, Psn::new(REQUEST_PSN), Psn::new(DATA_PSN));
@@ -90,7 +120,7 @@ impl Harness {
         }
     }
 
-    fn ctx(&mut self) -> (Ctx<'_>, &mut Target) {
+    fn ctx(&mut self) -> (Ctx<'_, B>, &mut Target<B>) {
         (
             Ctx {
                 now: self.now,
@@ -112,7 +142,7 @@ impl Harness {
             TransactionKind::Push => &[payload, payload].concat(),
             TransactionKind::Pull => &[],
         };
-        let mut frame = Some(FrameBuf::from_frame(bytes, bytes.len()));
+        let mut frame = Some(B::holding(bytes));
         let range = 0..bytes.len();
         self.arrive_with(
             request,
@@ -125,7 +155,7 @@ impl Harness {
 
     /// `request` arrives with `payload` (as the engine's receive path
     /// offers it).
-    fn arrive_with(&mut self, request: &Sent, payload: RxPayload<'_, FrameBuf>) {
+    fn arrive_with(&mut self, request: &Sent, payload: RxPayload<'_, B>) {
         let header = BaseHeader {
             connection_id: ConnectionId::truncating(1),
             destination_function: DestinationFunction::truncating(3),
@@ -201,7 +231,7 @@ fn requests(kinds: &[bool]) -> Vec<Sent> {
 /// allowed); the ULP answers every request at once, RNR-NACKing a push's
 /// first delivery with probability `rnr_percent`. Returns the delivered
 /// (RSN, redelivery) sequence.
-fn run(
+fn run<B: TestBuf>(
     ordering: OrderingMode,
     kinds: &[bool],
     order: &[usize],
@@ -209,7 +239,7 @@ fn run(
     seed: u64,
 ) -> Vec<(Rsn, bool)> {
     let sent = requests(kinds);
-    let mut h = Harness::new(ordering);
+    let mut h = Harness::<B>::new(ordering);
     let mut rng = SplitMix64::new(seed);
     let mut queue: Vec<usize> = order.to_vec();
     let mut delivered = Vec::new();
@@ -308,7 +338,12 @@ proptest! {
     /// that request (§8.5.2, §8.5.3.4).
     #[test]
     fn ordered_deliveries_follow_rsn_order((kinds, order) in arrival_order(), seed in any::<u64>()) {
-        let delivered = run(OrderingMode::Ordered, &kinds, &order, 30, seed);
+        let delivered = run::<FrameBuf>(OrderingMode::Ordered, &kinds, &order, 30, seed);
+        // The same over mbuf-shaped buffers, delivery for delivery.
+        prop_assert_eq!(
+            &run::<TestMbuf>(OrderingMode::Ordered, &kinds, &order, 30, seed),
+            &delivered
+        );
         let first: Vec<Rsn> = delivered.iter().filter(|d| !d.1).map(|d| d.0).collect();
         for pair in first.windows(2) {
             prop_assert_eq!(pair[1], pair[0].next(), "{:?}", delivered);
@@ -327,7 +362,11 @@ proptest! {
     /// Unordered: every request is delivered, and accepted exactly once.
     #[test]
     fn unordered_deliveries_are_exactly_once((kinds, order) in arrival_order(), seed in any::<u64>()) {
-        let delivered = run(OrderingMode::Unordered, &kinds, &order, 30, seed);
+        let delivered = run::<FrameBuf>(OrderingMode::Unordered, &kinds, &order, 30, seed);
+        prop_assert_eq!(
+            &run::<TestMbuf>(OrderingMode::Unordered, &kinds, &order, 30, seed),
+            &delivered
+        );
         let first: BTreeSet<u32> = delivered.iter().filter(|d| !d.1).map(|d| d.0.value()).collect();
         prop_assert_eq!(first.len(), kinds.len());
     }
@@ -335,7 +374,7 @@ proptest! {
 
 #[test]
 fn resource_refusal_is_a_nack_and_hol_still_gets_in() {
-    let mut h = Harness::new(OrderingMode::Ordered);
+    let mut h = Harness::<FrameBuf>::new(OrderingMode::Ordered);
     h.shared.resources = Resources::new(ResourceConfig {
         green_zone_percent: 50,
         ..ResourceConfig::tiny(4, 64)
@@ -381,7 +420,7 @@ fn resource_refusal_is_a_nack_and_hol_still_gets_in() {
 #[test]
 fn pushes_delivered_on_arrival_and_after_being_held_alike() {
     for ordering in [OrderingMode::Ordered, OrderingMode::Unordered] {
-        let mut h = Harness::new(ordering);
+        let mut h = Harness::<FrameBuf>::new(ordering);
         let sent = requests(&[true; 3]);
         // RSN 1 before RSN 0: held when ordered, RSN 0 a hole.
         h.arrive(&sent[1]);
@@ -429,7 +468,7 @@ fn pushes_delivered_on_arrival_and_after_being_held_alike() {
 fn rnr_blocks_until_the_redelivered_request_is_accepted() {
     let kinds = [true; 20];
     let order: Vec<usize> = (0..20).rev().collect();
-    let delivered = run(OrderingMode::Ordered, &kinds, &order, 50, 3);
+    let delivered = run::<TestMbuf>(OrderingMode::Ordered, &kinds, &order, 50, 3);
     let redeliveries = delivered.iter().filter(|d| d.1).count();
     assert!(redeliveries > 0, "{delivered:?}");
     for (i, &(rsn, redelivery)) in delivered.iter().enumerate() {
@@ -463,7 +502,7 @@ fn next_request(h: &mut Harness) -> Option<Request> {
 /// header is copied into the request).
 #[test]
 fn stored_pushes_take_their_frame_everything_else_leaves_it() {
-    let mut h = Harness::new(OrderingMode::Ordered);
+    let mut h = Harness::<FrameBuf>::new(OrderingMode::Ordered);
     let sent = requests(&[true, true, false]);
 
     let (mut f0, range) = frame(1, 1500);
@@ -533,7 +572,7 @@ fn stored_pushes_take_their_frame_everything_else_leaves_it() {
 /// frame.
 #[test]
 fn an_rnr_redelivery_takes_the_retransmitted_frame() {
-    let mut h = Harness::new(OrderingMode::Ordered);
+    let mut h = Harness::<FrameBuf>::new(OrderingMode::Ordered);
     let sent = requests(&[true]);
     let (mut f0, range) = frame(1, 1500);
     h.arrive_with(
