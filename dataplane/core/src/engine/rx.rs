@@ -282,9 +282,11 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             RxOutcome::Dropped(reason) => self.shared.drops.record(reason),
             RxOutcome::Processed => {}
         }
-        // `after_input`, on the connection in hand, so that its event check and
-        // its arming do not look the slot up again. Arming and the RUE check
-        // only read the connection, so they may come before the rings.
+        // `after_input` (`upkeep::settled`, then the RUE offer), on the
+        // connection in hand so that its event check and its arming do not
+        // look the slot up again. Written out: through `settled`, with the
+        // RUE check after the rings, it cost ~6 instructions a transaction
+        // more (callgrind, push64-psp).
         let conn = if conn.delivery.has_events() {
             self.dispatch_delivery_events(slot, now);
             conn_in(&mut self.connections, slot)

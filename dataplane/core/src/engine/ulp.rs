@@ -12,6 +12,7 @@ use crate::delivery::UlpNack;
 use crate::engine::{arm_connection, conn_in, Connection, ConnectionHandle, Engine};
 use crate::port::PacketBuf;
 use crate::resources::CreditCounter;
+use crate::scheduler::Scheduler;
 use crate::seq::Rsn;
 use crate::time::Timestamp;
 use crate::transaction::DataSource;
@@ -77,13 +78,13 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
             target.ulp_ack(&mut ctx, rsn)
         };
-        // `after_ulp_answer` on the connection found above, so that neither it
-        // nor `arm` looks the slot up again.
-        if conn.target.has_queued() {
-            self.data_ring.activate(slot);
-        }
-        self.ack_ring.activate(slot);
-        arm_connection(&mut self.unarmed, conn, slot);
+        answered(
+            &mut self.data_ring,
+            &mut self.ack_ring,
+            &mut self.unarmed,
+            conn,
+            slot,
+        );
         self.finish(now);
         result
     }
@@ -103,13 +104,19 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         rsn: Rsn,
         nack: UlpNack,
     ) -> Result<(), UlpCommandError> {
-        let slot = self.live_slot(connection)?;
+        let slot = connection.index;
+        let conn = live_connection(&mut self.connections, connection)?;
         let result = {
-            let conn = conn_in(&mut self.connections, slot);
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
             target.ulp_nack(&mut ctx, rsn, nack)
         };
-        self.after_ulp_answer(slot);
+        answered(
+            &mut self.data_ring,
+            &mut self.ack_ring,
+            &mut self.unarmed,
+            conn,
+            slot,
+        );
         self.finish(now);
         result
     }
@@ -161,12 +168,18 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                 returned: payload,
             });
         }
+        let conn = conn_in(&mut self.connections, slot);
         let result = {
-            let conn = conn_in(&mut self.connections, slot);
             let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
             target.submit_pull_data(&mut ctx, rsn, header, payload, Some)
         };
-        self.after_ulp_answer(slot);
+        answered(
+            &mut self.data_ring,
+            &mut self.ack_ring,
+            &mut self.unarmed,
+            conn,
+            slot,
+        );
         self.finish(now);
         result
     }
@@ -189,21 +202,25 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     pub fn release(&mut self, payload: Payload<B>) {
         self.shared.release(payload);
     }
+}
 
-    /// After a target ULP answer: an ACK or NACK may now be due, Pull Data
-    /// may be queued, a timer may have started. (No delivery events or RUE
-    /// events come from an answer, so the full `after_input` is not needed
-    /// on this per-request path.)
-    fn after_ulp_answer(&mut self, slot: u32) {
-        let Some(conn) = self.connections[slot as usize].as_deref() else {
-            return;
-        };
-        if conn.target.has_queued() {
-            self.data_ring.activate(slot);
-        }
-        self.ack_ring.activate(slot);
-        self.arm(slot);
+/// After a target ULP answer on `conn` (in `slot`), found once by the
+/// command: an ACK or NACK may now be due, Pull Data may be queued, a
+/// timer may have started. No delivery or RUE events come from an answer,
+/// so this is less than [`Engine::after_input`].
+#[inline(always)]
+fn answered<B: PacketBuf, S: DataSource>(
+    data_ring: &mut Scheduler,
+    ack_ring: &mut Scheduler,
+    unarmed: &mut Vec<u32>,
+    conn: &mut Connection<B, S>,
+    slot: u32,
+) {
+    if conn.target.has_queued() {
+        data_ring.activate(slot);
     }
+    ack_ring.activate(slot);
+    arm_connection(unarmed, conn, slot);
 }
 
 /// The live connection `handle` names, found once: what

@@ -10,6 +10,7 @@
 use super::rue_inline::rue_offer_due;
 use crate::port::PacketBuf;
 use crate::resources::{Credit, CreditClass};
+use crate::scheduler::Scheduler;
 use crate::time::Timestamp;
 use crate::transaction::{DataSource, UlpEvent};
 
@@ -67,19 +68,21 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// to the transaction sublayer, feed the RUE, put it on the scheduler
     /// rings and re-arm its timer.
     ///
-    /// `arm` and the RUE offer share one lookup of the slot. Arming only lists
-    /// the slot for `arm_pending`, so it may come before the RUE offer. The
-    /// receive path does the same on the connection it holds
-    /// (`Engine::receive`), without looking the slot up.
+    /// The receive path does the same on the connection it holds, with
+    /// [`settled`] after its own event check.
     #[inline(always)]
     pub(super) fn after_input(&mut self, slot: u32, now: Timestamp) {
         self.drain_delivery_events(slot, now);
-        self.data_ring.activate(slot);
-        self.ack_ring.activate(slot);
-        let Some(conn) = self.connections[slot as usize].as_mut() else {
+        let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
             return;
         };
-        arm_connection(&mut self.unarmed, conn, slot);
+        settled(
+            &mut self.unarmed,
+            &mut self.data_ring,
+            &mut self.ack_ring,
+            conn,
+            slot,
+        );
         if rue_offer_due(&self.rue, &self.rue_external, conn) {
             self.offer_rue_event(slot, now);
         }
@@ -232,4 +235,21 @@ pub(super) fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Tim
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// What follows an input on `conn` (in `slot`) once its delivery events
+/// were handed on: its deadlines may have moved (listed for `arm_pending`),
+/// and it may have something to send (both scheduler rings). The caller
+/// then offers the RUE event if one is due.
+#[inline(always)]
+pub(super) fn settled<B: PacketBuf, S>(
+    unarmed: &mut Vec<u32>,
+    data_ring: &mut Scheduler,
+    ack_ring: &mut Scheduler,
+    conn: &mut Connection<B, S>,
+    slot: u32,
+) {
+    arm_connection(unarmed, conn, slot);
+    data_ring.activate(slot);
+    ack_ring.activate(slot);
 }
