@@ -68,6 +68,7 @@ use falcon_core::wire::EthernetAddress;
 use psp::{Backend, MasterKey, MasterKeys, SaDatabase, TxSa, TxSaConfig, Version, ICV_LEN};
 use serde::Serialize;
 
+use super::slices::{median, range, ratios, Rates};
 use crate::error::{AppError, Result};
 
 /// Push Data header bytes in front of the payload (OCP Falcon 0.9 §7.5).
@@ -335,64 +336,6 @@ trait Runner {
     fn run_for(&mut self, duration: Duration) -> Result<()>;
     /// The rates recorded so far.
     fn rates(&mut self) -> &mut Rates;
-}
-
-/// Operations per second of each slice.
-#[derive(Debug, Default)]
-struct Rates {
-    per_slice: Vec<f64>,
-    ops: u64,
-    secs: f64,
-    /// Engine loops only: loop turns and target ACKs in the slices.
-    turns: u64,
-    acks: u64,
-}
-
-impl Rates {
-    fn record(&mut self, ops: u64, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64().max(1e-9);
-        self.per_slice.push(ops as f64 / secs);
-        self.ops += ops;
-        self.secs += secs;
-    }
-
-    fn clear(&mut self) {
-        *self = Rates::default();
-    }
-
-    /// Over all slices: total operations / total time.
-    fn mean(&self) -> f64 {
-        self.ops as f64 / self.secs.max(1e-9)
-    }
-}
-
-/// Slice-by-slice ratios `a / b`.
-fn ratios(a: &Rates, b: &Rates) -> Vec<f64> {
-    a.per_slice
-        .iter()
-        .zip(&b.per_slice)
-        .map(|(a, b)| a / b.max(f64::MIN_POSITIVE))
-        .collect()
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn range(values: &[f64]) -> [f64; 2] {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if values.is_empty() {
-        [0.0, 0.0]
-    } else {
-        [lo, hi]
-    }
 }
 
 fn failed(what: &str, e: &dyn std::fmt::Display) -> AppError {

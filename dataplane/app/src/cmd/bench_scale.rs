@@ -43,6 +43,7 @@ use falcon_core::wire::EthernetAddress;
 use psp::{MasterKey, MasterKeys, Version};
 use serde::Serialize;
 
+use super::slices::{median, range, ratios, Rates};
 use crate::cli::BenchScaleArgs;
 use crate::error::{AppError, Result};
 use crate::memory::{available_bytes, resident_bytes, Heap, HeapDelta};
@@ -194,13 +195,7 @@ pub fn run(args: &BenchScaleArgs) -> Result<Report> {
             )
         });
     }
-    let ratios: Vec<f64> = large
-        .rates
-        .per_slice
-        .iter()
-        .zip(&reference.rates.per_slice)
-        .map(|(a, b)| a / b.max(f64::MIN_POSITIVE))
-        .collect();
+    let ratios = ratios(&large.rates, &reference.rates);
     let ratio_to_1k = median(&ratios);
     let n = f64::from(args.connections);
     let per = |bytes: i64| bytes as f64 / n;
@@ -334,50 +329,6 @@ fn verdict(ok: bool) -> &'static str {
 
 fn failed(what: &str, e: &dyn std::fmt::Display) -> AppError {
     AppError::Failed(format!("bench scale: {what}: {e}"))
-}
-
-/// Operations per second of each slice.
-#[derive(Debug, Default)]
-struct Rates {
-    per_slice: Vec<f64>,
-    ops: u64,
-    secs: f64,
-}
-
-impl Rates {
-    fn record(&mut self, ops: u64, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64().max(1e-9);
-        self.per_slice.push(ops as f64 / secs);
-        self.ops += ops;
-        self.secs += secs;
-    }
-
-    fn clear(&mut self) {
-        *self = Rates::default();
-    }
-
-    fn mean(&self) -> f64 {
-        self.ops as f64 / self.secs.max(1e-9)
-    }
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn range(values: &[f64]) -> [f64; 2] {
-    if values.is_empty() {
-        return [0.0, 0.0];
-    }
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    [lo, hi]
 }
 
 /// xorshift64*: the connection choice, seeded (the app's own; the engines

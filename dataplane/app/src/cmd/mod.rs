@@ -9,3 +9,4 @@ pub mod demo;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod psp_tool;
+mod slices;
