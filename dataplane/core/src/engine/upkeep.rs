@@ -115,6 +115,11 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             if let Some(next) = conn.deadline_to_arm() {
                 conn.armed = Some(next);
                 self.wheel.insert(conn.handle, next);
+            } else if conn.armed.is_some() && conn.timerless() {
+                // Idle: the wheel entry stays (no removal) but is stale
+                // when it fires, found so on the connection's first line
+                // rather than by running every sublayer's timers on it.
+                conn.armed = None;
             }
             conn.initiator.take_new_deadline();
             conn.target.take_new_deadline();
@@ -213,6 +218,16 @@ impl<B: PacketBuf, S: DataSource> Connection<B, S> {
             return None;
         }
         Some(next)
+    }
+}
+
+impl<B: PacketBuf, S: DataSource> Connection<B, S> {
+    /// No timer at all: nothing to retransmit, acknowledge, pace, redeliver
+    /// or time out.
+    fn timerless(&self) -> bool {
+        self.delivery.poll_timeout().is_none()
+            && self.initiator.next_deadline().is_none()
+            && self.target.next_deadline().is_none()
     }
 }
 

@@ -829,6 +829,12 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
             }
             self.retired = self.retired.next();
         }
+        if self.slots.len() == 0 {
+            // Nothing outstanding, nothing to time out: an idle connection
+            // holds no soft-state deadline (at 1 M connections each one
+            // would fire on a connection no cache holds).
+            self.sweep_at = None;
+        }
     }
 
     /// Hands slot `index`'s completion to the ULP if it has an outcome and
@@ -857,6 +863,10 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         self.slots.retire_front();
         self.retired = rsn.next();
         self.brsn = rsn.next();
+        if self.slots.len() == 0 {
+            // As in `retire`: idle, no soft-state deadline.
+            self.sweep_at = None;
+        }
     }
 
     fn index(&self, rsn: Rsn) -> Option<usize> {

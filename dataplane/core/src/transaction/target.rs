@@ -993,6 +993,10 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         if self.next.before(self.base) {
             self.next = self.base;
         }
+        if self.slots.len() == 0 {
+            // Nothing held: no reclaim sweep due (see `Initiator::retire`).
+            self.sweep_at = None;
+        }
     }
 
     /// [`awaiting`](Self::awaiting)'s slot, found with one bounds check.

@@ -508,7 +508,42 @@ fn soft_state_timeouts_reclaim_resources_at_both_ends<P: TestPort>() {
     }
 }
 
+/// Once every transaction has completed and been acknowledged, a
+/// connection holds no timer at either end: no soft-state sweep, no wheel
+/// deadline it would act on. At 1 M connections a timer left on each idle
+/// one fired on a connection no cache held (`falcon bench scale`).
+fn an_idle_connection_holds_no_timer<P: TestPort>() {
+    let mut pair = Cluster::<P>::over(Setup::default());
+    // Pushes alone retire on the ACK's fast path; pulls through `settle`.
+    for i in 0..20 {
+        pair.queue(0, 0, TransactionKind::Push, 700);
+        if i % 3 == 0 {
+            pair.queue(1, 0, TransactionKind::Pull, 300);
+        }
+    }
+    pair.run_to_completion(Duration::from_millis(100));
+    pair.assert_all_ok(0);
+    pair.assert_all_ok(1);
+    // The last ACKs left with their coalescing timers: run past them.
+    let until = pair.now + Duration::from_millis(1);
+    while pair.now < until && pair.step() {}
+    for (side, node) in pair.nodes.iter_mut().enumerate() {
+        let engine = &mut node.engine;
+        engine.arm_pending();
+        for conn in engine.connections.iter().flatten() {
+            assert_eq!(conn.initiator.next_deadline(), None, "side {side}");
+            assert_eq!(conn.target.next_deadline(), None, "side {side}");
+            assert_eq!(conn.delivery.poll_timeout(), None, "side {side}");
+            assert_eq!(
+                conn.armed, None,
+                "side {side}: a stale wheel entry would act"
+            );
+        }
+    }
+}
+
 over_both_buffers!(
+    an_idle_connection_holds_no_timer,
     rnr_for_push_is_retried_by_the_initiator,
     long_rnr_timeouts_fail_no_later_request,
     xlr_drop_filter_at_either_end_finishes_requests_by_name,
