@@ -61,7 +61,7 @@ pub enum InitiatorState {
 
 /// One outstanding transaction.
 #[derive(Debug)]
-struct Slot<B: PacketBuf, S> {
+pub(crate) struct Slot<B: PacketBuf, S> {
     state: InitiatorState,
     kind: TransactionKind,
     tag: u64,
@@ -230,6 +230,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         // (`queued`). The state and the kind stored in the kind's own arm, with
         // its counts: a state worked out before the slot is taken would be kept
         // on the stack across the reservation.
+        self.slots.borrow_if_empty(&mut shared.initiator_rings);
         let slot = self.slots.push_back();
         match transaction.op {
             Op::Push(source) => {
@@ -497,7 +498,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                             // `complete_ready` has anything to do (it usually
                             // has not; found by its RSN, the slot would take
                             // the whole index computation).
-                            self.retire_finished_front(rsn);
+                            self.retire_finished_front(shared, rsn);
                             match self.slots.front() {
                                 None => return,
                                 Some(next)
@@ -553,7 +554,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                     // which is `rsn` at the front, moves past it as
                     // `complete_ready` would first. Both would find the slot
                     // again.
-                    self.retire_finished_front(rsn);
+                    self.retire_finished_front(shared, rsn);
                 }
             } else {
                 owed.add_lanes(&slot.demand, TX_LANES);
@@ -718,6 +719,12 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         }
     }
 
+    /// Slots held, in use or not (none when idle: lent to the pool).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn slots_held(&self) -> usize {
+        self.slots.capacity()
+    }
+
     /// The next timeout sweep.
     pub fn next_deadline(&self) -> Option<Timestamp> {
         self.sweep_at
@@ -832,8 +839,9 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         if self.slots.len() == 0 {
             // Nothing outstanding, nothing to time out: an idle connection
             // holds no soft-state deadline (at 1 M connections each one
-            // would fire on a connection no cache holds).
+            // would fire on a connection no cache holds), and no slots.
             self.sweep_at = None;
+            self.slots.lend_if_idle(&mut ctx.shared.initiator_rings);
         }
     }
 
@@ -859,13 +867,14 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// data); BRSN, which is `rsn` at the front, moves past it as
     /// `complete_ready` would first.
     #[inline(always)]
-    fn retire_finished_front(&mut self, rsn: Rsn) {
+    fn retire_finished_front(&mut self, shared: &mut Shared<B, S>, rsn: Rsn) {
         self.slots.retire_front();
         self.retired = rsn.next();
         self.brsn = rsn.next();
         if self.slots.len() == 0 {
-            // As in `retire`: idle, no soft-state deadline.
+            // As in `retire`: idle, no soft-state deadline, no slots.
             self.sweep_at = None;
+            self.slots.lend_if_idle(&mut shared.initiator_rings);
         }
     }
 

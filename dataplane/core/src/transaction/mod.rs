@@ -85,6 +85,7 @@ use crate::port::{FrameBuf, PacketBuf};
 use crate::resources::{Account, CreditClass, Demand, Resources};
 use crate::seq::Rsn;
 use crate::time::Timestamp;
+use ring::RingPool;
 
 /// The target ULP's refusal of a request (RNR with its timeout, CIE, NRE,
 /// invalid CID, each with the ULP's code), for `Engine::ulp_nack`.
@@ -215,6 +216,10 @@ pub struct Shared<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     /// takes a new sample (§10.2: the EMA is "updated each time the
     /// occupancy changes").
     pub occupancy_changed: bool,
+    /// Slot arrays of idle initiators and targets, lent to the next that
+    /// needs one (`ring.rs`).
+    pub(crate) initiator_rings: RingPool<initiator::Slot<B, S>>,
+    pub(crate) target_rings: RingPool<target::Slot<B, S>>,
 }
 
 impl<B: PacketBuf, S> Shared<B, S> {
@@ -229,6 +234,8 @@ impl<B: PacketBuf, S> Shared<B, S> {
             config,
             xoff_waiting: Vec::new(),
             occupancy_changed: false,
+            initiator_rings: RingPool::default(),
+            target_rings: RingPool::default(),
         }
     }
 

@@ -30,7 +30,7 @@ use crate::transaction::source::{DataSource, TxPayload, UlpHeader, ULP_HEADER_CA
 use crate::transaction::ulp::{
     ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
 };
-use crate::transaction::{payload_handle, Ctx, Role};
+use crate::transaction::{payload_handle, Ctx, Role, Shared};
 use crate::wire::RnrTimeout;
 
 /// Target request states (OCP Falcon 0.9 §8.5.1, table p.51), plus the
@@ -91,7 +91,7 @@ impl TargetState {
 }
 
 #[derive(Debug)]
-struct Slot<B: PacketBuf, S> {
+pub(crate) struct Slot<B: PacketBuf, S> {
     state: TargetState,
     kind: TransactionKind,
     psn: Psn,
@@ -243,6 +243,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             return;
         }
         let index = offset as usize;
+        self.slots.borrow_if_empty(&mut ctx.shared.target_rings);
         // The RSNs before it not seen yet enter the ring as holes.
         while self.slots.len() < index {
             self.slots.push_back().reset();
@@ -428,7 +429,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             if !self.rnr_timers.is_empty() {
                 self.rnr_timers.retain(|&(_, r)| r != rsn);
             }
-            self.retire();
+            self.retire(ctx.shared);
         } else {
             self.unblock(ctx, rsn);
         }
@@ -631,7 +632,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         // ULP's own pool if it has one.
         slot.source = None;
         ctx.release(&data);
-        self.retire();
+        self.retire(ctx.shared);
     }
 
     /// The initiator resynced request `rsn` away (§9.2.5): skip it. A held
@@ -643,6 +644,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             return;
         }
         let index = offset as usize;
+        self.slots.borrow_if_empty(&mut ctx.shared.target_rings);
         while self.slots.len() <= index {
             self.slots.push_back().reset();
         }
@@ -676,7 +678,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
                 if self.slots[index].state == TargetState::PullReqRnrWait {
                     self.slots[index].state = TargetState::PullReqRx;
                     self.deliver_ready(ctx, rsn);
-                    self.retire();
+                    self.retire(ctx.shared);
                 }
             }
         }
@@ -698,6 +700,12 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             ctx.shared.stats.reclaimed += 1;
         }
         self.sweep_at = next;
+    }
+
+    /// Slots held, in use or not (none when idle: lent to the pool).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn slots_held(&self) -> usize {
+        self.slots.capacity()
     }
 
     /// The next timer: an RNR redelivery or a reclaim sweep.
@@ -742,7 +750,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         self.pull_data.clear();
         self.sweep_at = None;
         self.in_delivery = 0;
-        self.retire();
+        self.retire(ctx.shared);
     }
 
     /// The state of request `rsn`, if it is in the ring.
@@ -971,12 +979,12 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             self.rnr_timers.retain(|&(_, r)| r != rsn);
         }
         self.deliver_ready(ctx, rsn);
-        self.retire();
+        self.retire(ctx.shared);
     }
 
     /// Pops finished requests off the front of the ring (BRSN moves on).
     #[inline]
-    fn retire(&mut self) {
+    fn retire(&mut self, shared: &mut Shared<B, S>) {
         while let Some(front) = self.slots.front() {
             if !front.state.is_finished() {
                 break;
@@ -994,8 +1002,10 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             self.next = self.base;
         }
         if self.slots.len() == 0 {
-            // Nothing held: no reclaim sweep due (see `Initiator::retire`).
+            // Nothing held: no reclaim sweep due, no slots kept (see
+            // `Initiator::retire`).
             self.sweep_at = None;
+            self.slots.lend_if_idle(&mut shared.target_rings);
         }
     }
 

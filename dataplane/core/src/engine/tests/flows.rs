@@ -509,9 +509,11 @@ fn soft_state_timeouts_reclaim_resources_at_both_ends<P: TestPort>() {
 }
 
 /// Once every transaction has completed and been acknowledged, a
-/// connection holds no timer at either end: no soft-state sweep, no wheel
-/// deadline it would act on. At 1 M connections a timer left on each idle
-/// one fired on a connection no cache held (`falcon bench scale`).
+/// connection holds no timer at either end (no soft-state sweep, no wheel
+/// deadline it would act on) and no transaction slots (lent to the
+/// engine's pool). At 1 M connections a timer left on each idle one fired
+/// on a connection no cache held, and each first use took fresh heap
+/// (`falcon bench scale`).
 fn an_idle_connection_holds_no_timer<P: TestPort>() {
     let mut pair = Cluster::<P>::over(Setup::default());
     // Pushes alone retire on the ACK's fast path; pulls through `settle`.
@@ -538,7 +540,16 @@ fn an_idle_connection_holds_no_timer<P: TestPort>() {
                 conn.armed, None,
                 "side {side}: a stale wheel entry would act"
             );
+            assert_eq!(
+                conn.initiator.slots_held(),
+                0,
+                "side {side}: lent to the pool"
+            );
+            assert_eq!(conn.target.slots_held(), 0, "side {side}: lent to the pool");
         }
+        // Both ends initiated and served: each pool holds the slots lent.
+        assert!(engine.shared.initiator_rings.len() > 0, "side {side}");
+        assert!(engine.shared.target_rings.len() > 0, "side {side}");
     }
 }
 
