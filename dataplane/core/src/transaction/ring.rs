@@ -146,7 +146,7 @@ impl<T: Default> SlotRing<T> {
     }
 
     /// Slots held, in use or not.
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(test)]
     pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
     }
@@ -204,7 +204,7 @@ impl<T> RingPool<T> {
     }
 
     /// Slot arrays held.
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.free.len()
     }

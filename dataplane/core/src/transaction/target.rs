@@ -703,7 +703,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
     }
 
     /// Slots held, in use or not (none when idle: lent to the pool).
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(test)]
     pub(crate) fn slots_held(&self) -> usize {
         self.slots.capacity()
     }
