@@ -41,9 +41,27 @@ impl MasterKey {
     /// `counter(BE32) ‖ "Pv0\0"/"Pv1\0" ‖ SPI(BE32) ‖ L in bits(BE32)`;
     /// v0 key = CMAC(block(i=1)); v1 key = CMAC(block(i=1)) ‖ CMAC(block(i=2)).
     pub fn derive(&self, spi: Spi, version: Version) -> SaKey {
+        Prf::new(self).derive(spi, version)
+    }
+}
+
+/// A master key keyed into its PRF, AES-256-CMAC: the AES-256 key schedule
+/// and the CMAC subkeys computed once and cloned for each derivation
+/// instead of once per derived key (a receiver derives a key for every SPI
+/// its cache does not hold: at a million SAs, nearly every packet).
+/// Zeroized on drop (`aes` and `cmac` with their `zeroize` features).
+#[derive(Clone)]
+struct Prf(Cmac<Aes256>);
+
+impl Prf {
+    fn new(key: &MasterKey) -> Prf {
         // Only fails for a key of the wrong length; ours is 32 bytes by type.
-        let mac = <Cmac<Aes256> as Mac>::new_from_slice(&self.0)
-            .expect("MasterKey is 32 bytes, the AES-256 key length");
+        Prf(<Cmac<Aes256> as Mac>::new_from_slice(&key.0)
+            .expect("MasterKey is 32 bytes, the AES-256 key length"))
+    }
+
+    /// PSP spec "Key Derivation" (see [`MasterKey::derive`]).
+    fn derive(&self, spi: Spi, version: Version) -> SaKey {
         let mut key = SaKey {
             version,
             bytes: [0u8; 32],
@@ -51,7 +69,7 @@ impl MasterKey {
         let blocks = version.key_len() / 16;
         for i in 0..blocks {
             let mut block = kdf_block(i as u32 + 1, spi, version);
-            let mut m = mac.clone();
+            let mut m = self.0.clone();
             m.update(&block);
             let mut out = m.finalize().into_bytes();
             key.bytes[16 * i..16 * (i + 1)].copy_from_slice(&out);
@@ -113,6 +131,8 @@ impl MasterKeys {
 #[derive(Clone)]
 pub struct MasterKeySlots {
     keys: [Option<MasterKey>; 2],
+    /// Each loaded key keyed into its PRF, ready to derive with.
+    prfs: [Option<Prf>; 2],
     active: usize,
     rotations: u64,
 }
@@ -122,6 +142,7 @@ impl MasterKeySlots {
     pub fn new(keys: MasterKeys) -> MasterKeySlots {
         let MasterKeys { k0, k1 } = keys;
         MasterKeySlots {
+            prfs: [Some(Prf::new(&k0)), Some(Prf::new(&k1))],
             keys: [Some(k0), Some(k1)],
             active: 0,
             rotations: 0,
@@ -132,6 +153,7 @@ impl MasterKeySlots {
     /// MSB 1 select no key until a rotation loads K1.
     pub fn with_key(k0: MasterKey) -> MasterKeySlots {
         MasterKeySlots {
+            prfs: [Some(Prf::new(&k0)), None],
             keys: [Some(k0), None],
             active: 0,
             rotations: 0,
@@ -142,6 +164,9 @@ impl MasterKeySlots {
     /// that slot.
     pub fn rotate(&mut self, new_key: MasterKey) -> usize {
         let slot = 1 - self.active;
+        if let Some(prf) = self.prfs.get_mut(slot) {
+            *prf = Some(Prf::new(&new_key));
+        }
         if let Some(k) = self.keys.get_mut(slot) {
             *k = Some(new_key);
         }
@@ -168,8 +193,8 @@ impl MasterKeySlots {
     /// The SA key for an SPI from the key its MSB selects; `None` if that
     /// slot holds no key.
     pub fn derive(&self, spi: Spi, version: Version) -> Option<SaKey> {
-        let key = self.keys.get(spi.key_selector())?.as_ref()?;
-        Some(key.derive(spi, version))
+        let prf = self.prfs.get(spi.key_selector())?.as_ref()?;
+        Some(prf.derive(spi, version))
     }
 }
 

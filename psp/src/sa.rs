@@ -407,7 +407,7 @@ impl SaDatabase {
 
     /// Maximum cached contexts.
     pub fn capacity(&self) -> usize {
-        self.cache.slots.len()
+        self.cache.capacity()
     }
 }
 
@@ -419,22 +419,42 @@ impl core::fmt::Debug for SaDatabase {
             .field("active", &self.keys.active())
             .field("rotations", &self.keys.rotations())
             .field("cached", &self.cache.len)
-            .field("capacity", &self.cache.slots.len())
+            .field("capacity", &self.cache.capacity())
             .finish()
     }
 }
 
-struct CacheEntry {
+/// Which SA a cache way holds and when it was last used. Kept apart from
+/// the contexts: the tags of a set share one cache line, so a lookup that
+/// misses reads that line alone, not one line of each way's ~600-byte
+/// context (at a million SAs nearly every lookup misses).
+#[derive(Clone, Copy)]
+struct Tag {
     spi: Spi,
     version: Version,
+    /// 0: the way is empty.
     last_use: u64,
-    ctx: AeadContext,
 }
 
-/// Set-associative cache of RX contexts; the table is allocated once.
+impl Tag {
+    const EMPTY: Tag = Tag {
+        spi: Spi(0),
+        version: Version::Aes128Gcm,
+        last_use: 0,
+    };
+
+    fn holds(&self, spi: Spi, version: Version) -> bool {
+        self.last_use != 0 && self.spi == spi && self.version == version
+    }
+}
+
+/// Set-associative cache of RX contexts, LRU within a set; the tables are
+/// allocated once. `tags[i]` says what `contexts[i]` holds.
 struct SaCache {
-    slots: Vec<Option<CacheEntry>>,
+    tags: Vec<Tag>,
+    contexts: Vec<Option<AeadContext>>,
     set_mask: usize,
+    /// Uses so far; starts at 1 so that a used way's `last_use` is never 0.
     tick: u64,
     len: usize,
 }
@@ -443,7 +463,8 @@ impl SaCache {
     fn new(capacity: usize) -> SaCache {
         let sets = capacity.div_ceil(WAYS).max(1).next_power_of_two();
         SaCache {
-            slots: (0..sets * WAYS).map(|_| None).collect(),
+            tags: vec![Tag::EMPTY; sets * WAYS],
+            contexts: (0..sets * WAYS).map(|_| None).collect(),
             set_mask: sets - 1,
             tick: 0,
             len: 0,
@@ -457,59 +478,64 @@ impl SaCache {
         ((h >> 32) as usize & self.set_mask) * WAYS
     }
 
+    fn next_tick(&mut self) -> u64 {
+        self.tick = self.tick.wrapping_add(1).max(1);
+        self.tick
+    }
+
     fn find(&mut self, spi: Spi, version: Version) -> Option<&AeadContext> {
         let start = self.set_start(spi, version);
-        self.tick = self.tick.wrapping_add(1);
-        let tick = self.tick;
-        let set = self.slots.get_mut(start..start + WAYS)?;
-        set.iter_mut()
-            .flatten()
-            .find(|e| e.spi == spi && e.version == version)
-            .map(|e| {
-                e.last_use = tick;
-                &e.ctx
-            })
+        let tick = self.next_tick();
+        let set = self.tags.get_mut(start..start + WAYS)?;
+        let way = set.iter().position(|t| t.holds(spi, version))?;
+        set[way].last_use = tick;
+        self.contexts.get(start + way)?.as_ref()
     }
 
     fn insert(&mut self, spi: Spi, version: Version, ctx: AeadContext) {
         let start = self.set_start(spi, version);
-        self.tick = self.tick.wrapping_add(1);
-        let entry = CacheEntry {
-            spi,
-            version,
-            last_use: self.tick,
-            ctx,
-        };
-        let Some(set) = self.slots.get_mut(start..start + WAYS) else {
+        let tick = self.next_tick();
+        let Some(set) = self.tags.get_mut(start..start + WAYS) else {
             return;
         };
-        // An empty way, else the least recently used one.
+        // An empty way (last use 0), else the least recently used one.
         let victim = set
             .iter()
             .enumerate()
-            .min_by_key(|(_, s)| s.as_ref().map_or(0, |e| e.last_use.saturating_add(1)))
+            .min_by_key(|(_, t)| t.last_use)
             .map_or(0, |(i, _)| i);
-        if let Some(slot) = set.get_mut(victim) {
-            if slot.is_none() {
-                self.len += 1;
-            }
-            *slot = Some(entry);
+        if set[victim].last_use == 0 {
+            self.len += 1;
+        }
+        set[victim] = Tag {
+            spi,
+            version,
+            last_use: tick,
+        };
+        if let Some(slot) = self.contexts.get_mut(start + victim) {
+            *slot = Some(ctx);
         }
     }
 
     fn clear(&mut self) {
-        self.slots.iter_mut().for_each(|s| *s = None);
+        self.tags.iter_mut().for_each(|t| *t = Tag::EMPTY);
+        self.contexts.iter_mut().for_each(|c| *c = None);
         self.tick = 0;
         self.len = 0;
     }
 
     fn purge_key_slot(&mut self, key_slot: usize) {
-        for s in self.slots.iter_mut() {
-            if s.as_ref().is_some_and(|e| e.spi.key_selector() == key_slot) {
-                *s = None;
+        for (tag, ctx) in self.tags.iter_mut().zip(self.contexts.iter_mut()) {
+            if tag.last_use != 0 && tag.spi.key_selector() == key_slot {
+                *tag = Tag::EMPTY;
+                *ctx = None;
                 self.len -= 1;
             }
         }
+    }
+
+    fn capacity(&self) -> usize {
+        self.tags.len()
     }
 }
 
@@ -711,7 +737,8 @@ mod tests {
         db.reset(spec_keys());
         assert_eq!(format!("{db:?}"), format!("{:?}", fresh()));
         assert_eq!(db.capacity(), 8);
-        assert!(db.cache.slots.iter().all(Option::is_none));
+        assert!(db.cache.contexts.iter().all(Option::is_none));
+        assert!(db.cache.tags.iter().all(|t| t.last_use == 0));
         // The same SPIs and keys as a new database, from the original keys.
         let (mut new, mut reset) = (fresh(), db);
         for version in [Version::Aes128Gcm, Version::Aes256Gcm] {

@@ -181,7 +181,12 @@ impl<'a> BoundTxSa<'a> {
 pub struct TxContextCache {
     backend: Backend,
     capacity: usize,
-    entries: Vec<TxEntry>,
+    /// Who owns each entry, apart from the contexts: a seal that misses
+    /// and the CLOCK hand read these 16 bytes, not a line of a cold
+    /// ~600-byte context (at a million SAs nearly every seal misses).
+    tags: Vec<TxTag>,
+    /// `contexts[i]` is `tags[i].owner`'s context.
+    contexts: Vec<Option<AeadContext>>,
     /// The CLOCK hand: the next entry looked at for a victim.
     hand: usize,
     /// The id the next SA cached gets; never reused, so a replaced or
@@ -190,12 +195,12 @@ pub struct TxContextCache {
     misses: u64,
 }
 
-struct TxEntry {
-    /// The id of the SA whose context this is; 0 for none.
+#[derive(Clone, Copy)]
+struct TxTag {
+    /// The id of the SA whose context the entry holds; 0 for none.
     owner: u64,
     /// Sealed with since the hand last passed (CLOCK's reference bit).
     referenced: bool,
-    ctx: Option<AeadContext>,
 }
 
 impl TxContextCache {
@@ -205,7 +210,8 @@ impl TxContextCache {
         TxContextCache {
             backend,
             capacity: capacity.clamp(1, NO_ENTRY as usize),
-            entries: Vec::new(),
+            tags: Vec::new(),
+            contexts: Vec::new(),
             hand: 0,
             next_id: 1,
             misses: 0,
@@ -224,7 +230,7 @@ impl TxContextCache {
 
     /// Contexts cached now.
     pub fn cached(&self) -> usize {
-        self.entries.iter().filter(|e| e.ctx.is_some()).count()
+        self.contexts.iter().filter(|c| c.is_some()).count()
     }
 
     /// Seals that found no context and expanded the key.
@@ -234,17 +240,18 @@ impl TxContextCache {
 
     /// Drops `sa`'s context, if cached (its SA is replaced or closed).
     pub fn forget(&mut self, sa: &CachedTxSa) {
-        if let Some(e) = self.entries.get_mut(sa.entry as usize) {
-            if e.owner == sa.id {
-                *e = TxEntry::EMPTY;
-            }
+        let index = sa.entry as usize;
+        if self.tags.get(index).is_some_and(|t| t.owner == sa.id) {
+            self.tags[index] = TxTag::EMPTY;
+            self.contexts[index] = None;
         }
     }
 
-    /// Drops every context; the table's allocation and the id sequence are
-    /// kept.
+    /// Drops every context; the tables' allocations and the id sequence
+    /// are kept.
     pub fn clear(&mut self) {
-        self.entries.iter_mut().for_each(|e| *e = TxEntry::EMPTY);
+        self.tags.iter_mut().for_each(|t| *t = TxTag::EMPTY);
+        self.contexts.iter_mut().for_each(|c| *c = None);
         self.hand = 0;
     }
 
@@ -254,23 +261,18 @@ impl TxContextCache {
     /// filled entry has a non-zero owner), a miss just filled the entry.
     #[inline]
     fn context(&mut self, sa: &mut CachedTxSa) -> Option<&AeadContext> {
-        // Looked up twice on a hit: returning the entry from inside an
-        // `if let` would keep `self` borrowed on the miss path.
-        let hit = self
-            .entries
-            .get(sa.entry as usize)
-            .is_some_and(|e| e.owner == sa.id);
-        let index = if hit {
-            sa.entry as usize
-        } else {
-            self.fill(sa)
+        let index = sa.entry as usize;
+        let index = match self.tags.get_mut(index) {
+            Some(tag) if tag.owner == sa.id => {
+                // Referenced by a hit only: a context used once since it
+                // was expanded is the first victim, so SAs sending one
+                // packet each evict each other and not the busy ones.
+                tag.referenced = true;
+                index
+            }
+            _ => self.fill(sa),
         };
-        let entry = self.entries.get_mut(index)?;
-        // Referenced by a hit only: a context used once since it was
-        // expanded is the first victim, so SAs sending one packet each
-        // evict each other and not the busy ones.
-        entry.referenced = hit;
-        entry.ctx.as_ref()
+        self.contexts.get(index)?.as_ref()
     }
 
     /// A miss: expand `sa`'s key into a free entry, a new one while the
@@ -283,22 +285,23 @@ impl TxContextCache {
             sa.id = self.next_id;
             self.next_id += 1;
         }
-        let entry = TxEntry {
+        let tag = TxTag {
             owner: sa.id,
             referenced: false,
-            ctx: Some(AeadContext::new(self.backend, &sa.key)),
         };
-        let index = if self.entries.len() < self.capacity {
-            if self.entries.is_empty() {
-                self.entries.reserve_exact(self.capacity);
+        let ctx = Some(AeadContext::new(self.backend, &sa.key));
+        let index = if self.tags.len() < self.capacity {
+            if self.tags.is_empty() {
+                self.tags.reserve_exact(self.capacity);
+                self.contexts.reserve_exact(self.capacity);
             }
-            self.entries.push(entry);
-            self.entries.len() - 1
+            self.tags.push(tag);
+            self.contexts.push(ctx);
+            self.tags.len() - 1
         } else {
             let victim = self.victim();
-            if let Some(slot) = self.entries.get_mut(victim) {
-                *slot = entry;
-            }
+            self.tags[victim] = tag;
+            self.contexts[victim] = ctx;
             victim
         };
         // Below `capacity`, at most u32::MAX − 1.
@@ -309,27 +312,25 @@ impl TxContextCache {
     /// CLOCK: the first entry from the hand that is empty or was not
     /// sealed with since the hand last passed it, clearing reference bits
     /// on the way. Ends within two turns (the first clears every bit).
+    /// Only called with the table full (at least one entry).
     fn victim(&mut self) -> usize {
-        let n = self.entries.len();
+        let n = self.tags.len();
         loop {
             let index = self.hand;
             self.hand = (self.hand + 1) % n;
-            let Some(e) = self.entries.get_mut(index) else {
-                return 0;
-            };
-            if e.ctx.is_none() || !e.referenced {
+            let tag = &mut self.tags[index];
+            if tag.owner == 0 || !tag.referenced {
                 return index;
             }
-            e.referenced = false;
+            tag.referenced = false;
         }
     }
 }
 
-impl TxEntry {
-    const EMPTY: TxEntry = TxEntry {
+impl TxTag {
+    const EMPTY: TxTag = TxTag {
         owner: 0,
         referenced: false,
-        ctx: None,
     };
 }
 
