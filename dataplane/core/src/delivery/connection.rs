@@ -29,7 +29,7 @@ use crate::delivery::packet::{Arrival, OutgoingPacket, PacketKind, RxMeta};
 use crate::delivery::rack::RackState;
 use crate::delivery::rue_iface::{CcState, RueEvents};
 use crate::delivery::rx_window::{NackRecord, RxWindow, WindowCheck};
-use crate::delivery::tx_window::TxWindow;
+use crate::delivery::tx_window::{TxWindow, WindowPool};
 use crate::drop::DropReason;
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::random::SplitMix64;
@@ -826,6 +826,34 @@ impl DeliveryConnection {
             Window::Request => &self.tx_request,
             Window::Data => &self.tx_data,
         }
+    }
+
+    /// Before [`poll_transmit`](Self::poll_transmit): a window with a
+    /// first transmission queued for it and no ring takes one from `pool`
+    /// (the engine's, see [`WindowPool`]).
+    #[inline]
+    pub fn borrow_windows(&mut self, pool: &mut WindowPool) {
+        if !self.queues.push_data.is_empty() || !self.queues.pull_data.is_empty() {
+            self.tx_data.borrow_if_empty(pool);
+        }
+        if !self.queues.pull_requests.is_empty() {
+            self.tx_request.borrow_if_empty(pool);
+        }
+    }
+
+    /// Ring slots the two TX windows hold (none when idle: lent to the
+    /// pool).
+    #[cfg(test)]
+    pub(crate) fn window_slots_held(&self) -> usize {
+        self.tx_data.slot_capacity() + self.tx_request.slot_capacity()
+    }
+
+    /// After an input: a window with nothing in flight gives its ring back
+    /// to `pool`.
+    #[inline]
+    pub fn lend_idle_windows(&mut self, pool: &mut WindowPool) {
+        self.tx_data.lend_if_idle(pool);
+        self.tx_request.lend_if_idle(pool);
     }
 
     pub(super) fn tx_mut(&mut self, window: Window) -> &mut TxWindow {

@@ -202,6 +202,7 @@ mod tests;
 use psp::{Backend, CachedTxSa, RxSecurity, SaDatabase, SecurityGlobals, TxContextCache};
 use rue::{CcResult, Profiles, Rue, RueChannel, RueConfig};
 
+use crate::delivery::tx_window::WindowPool;
 use crate::delivery::{BufferLevel, DeliveryConnection, PoolOccupancy};
 use crate::ids::{ConnectionId, DestinationFunction};
 use crate::port::{FrameBuf, PacketBuf};
@@ -252,6 +253,8 @@ pub struct Engine<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     /// Slots whose deadlines may have moved since their last look at the
     /// wheel (see [`Engine::arm`]).
     unarmed: Vec<u32>,
+    /// TX window rings of idle connections (`delivery::tx_window`).
+    windows: WindowPool,
     data_ring: Scheduler,
     ack_ring: Scheduler,
     psp: Option<PspState>,
@@ -391,6 +394,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             wheel: TimingWheel::new(config.timer_slots, now),
             fired: Vec::new(),
             unarmed: Vec::with_capacity(config.max_connections as usize),
+            windows: WindowPool::default(),
             data_ring: Scheduler::with_slots(config.max_connections as usize),
             ack_ring: Scheduler::with_slots(config.max_connections as usize),
             psp,

@@ -101,6 +101,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             // copied right after the callee's field-by-field stores, a
             // store-forwarding stall per packet (perf annotate: ~25 % of this
             // function's samples).
+            conn.delivery.borrow_windows(&mut self.windows);
             let polled = conn.delivery.poll_transmit(now);
             let Some(packet) = polled.as_ref() else {
                 // Nothing sendable (empty, out of window, paced): masked

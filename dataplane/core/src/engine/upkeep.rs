@@ -104,7 +104,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         }
     }
 
-    /// Arms every connection noted by [`arm`](Self::arm).
+    /// Arms every connection noted by [`arm`](Self::arm), and takes back
+    /// the rings of those left idle.
     pub(super) fn arm_pending(&mut self) {
         let mut unarmed = core::mem::take(&mut self.unarmed);
         for slot in unarmed.drain(..) {
@@ -123,6 +124,13 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             }
             conn.initiator.take_new_deadline();
             conn.target.take_new_deadline();
+            // Idle after the burst: the slot rings and window rings go back
+            // to the engine's pools, for the next connection to send. Here,
+            // once a burst, rather than as each ring empties: a busy
+            // connection's rings empty and fill again within a burst.
+            conn.initiator.lend_idle(&mut self.shared.initiator_rings);
+            conn.target.lend_idle(&mut self.shared.target_rings);
+            conn.delivery.lend_idle_windows(&mut self.windows);
         }
         self.unarmed = unarmed;
     }

@@ -23,7 +23,7 @@ use crate::resources::{Account, CreditClass, Demand, ALL_LANES, RX_LANES, TX_LAN
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::transaction::payload::{Payload, RxPayload};
-use crate::transaction::ring::SlotRing;
+use crate::transaction::ring::{RingPool, SlotRing};
 use crate::transaction::source::{DataSource, TxPayload, UlpHeader};
 use crate::transaction::ulp::{
     Completion, CompletionStatus, Op, RejectReason, Rejected, Transaction, TransactionKind,
@@ -498,7 +498,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                             // `complete_ready` has anything to do (it usually
                             // has not; found by its RSN, the slot would take
                             // the whole index computation).
-                            self.retire_finished_front(shared, rsn);
+                            self.retire_finished_front(rsn);
                             match self.slots.front() {
                                 None => return,
                                 Some(next)
@@ -554,7 +554,7 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
                     // which is `rsn` at the front, moves past it as
                     // `complete_ready` would first. Both would find the slot
                     // again.
-                    self.retire_finished_front(shared, rsn);
+                    self.retire_finished_front(rsn);
                 }
             } else {
                 owed.add_lanes(&slot.demand, TX_LANES);
@@ -719,6 +719,13 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         }
     }
 
+    /// Gives the slots to `pool` if none is in use (the engine's upkeep,
+    /// once a burst, on each connection an input touched; `ring.rs`).
+    #[inline]
+    pub(crate) fn lend_idle(&mut self, pool: &mut RingPool<Slot<B, S>>) {
+        self.slots.lend_if_idle(pool);
+    }
+
     /// Slots held, in use or not (none when idle: lent to the pool).
     #[cfg(test)]
     pub(crate) fn slots_held(&self) -> usize {
@@ -839,9 +846,8 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
         if self.slots.len() == 0 {
             // Nothing outstanding, nothing to time out: an idle connection
             // holds no soft-state deadline (at 1 M connections each one
-            // would fire on a connection no cache holds), and no slots.
+            // would fire on a connection no cache holds).
             self.sweep_at = None;
-            self.slots.lend_if_idle(&mut ctx.shared.initiator_rings);
         }
     }
 
@@ -867,14 +873,13 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// data); BRSN, which is `rsn` at the front, moves past it as
     /// `complete_ready` would first.
     #[inline(always)]
-    fn retire_finished_front(&mut self, shared: &mut Shared<B, S>, rsn: Rsn) {
+    fn retire_finished_front(&mut self, rsn: Rsn) {
         self.slots.retire_front();
         self.retired = rsn.next();
         self.brsn = rsn.next();
         if self.slots.len() == 0 {
-            // As in `retire`: idle, no soft-state deadline, no slots.
+            // As in `retire`: idle, no soft-state deadline.
             self.sweep_at = None;
-            self.slots.lend_if_idle(&mut shared.initiator_rings);
         }
     }
 

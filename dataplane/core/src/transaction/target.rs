@@ -25,12 +25,12 @@ use crate::resources::{CreditClass, Demand};
 use crate::seq::{Psn, Rsn};
 use crate::time::Timestamp;
 use crate::transaction::payload::{Payload, RxPayload};
-use crate::transaction::ring::SlotRing;
+use crate::transaction::ring::{RingPool, SlotRing};
 use crate::transaction::source::{DataSource, TxPayload, UlpHeader, ULP_HEADER_CAPACITY};
 use crate::transaction::ulp::{
     ConnectionFault, RejectReason, Rejected, Request, TransactionKind, UlpCommandError, UlpEvent,
 };
-use crate::transaction::{payload_handle, Ctx, Role, Shared};
+use crate::transaction::{payload_handle, Ctx, Role};
 use crate::wire::RnrTimeout;
 
 /// Target request states (OCP Falcon 0.9 §8.5.1, table p.51), plus the
@@ -429,7 +429,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             if !self.rnr_timers.is_empty() {
                 self.rnr_timers.retain(|&(_, r)| r != rsn);
             }
-            self.retire(ctx.shared);
+            self.retire();
         } else {
             self.unblock(ctx, rsn);
         }
@@ -632,7 +632,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         // ULP's own pool if it has one.
         slot.source = None;
         ctx.release(&data);
-        self.retire(ctx.shared);
+        self.retire();
     }
 
     /// The initiator resynced request `rsn` away (§9.2.5): skip it. A held
@@ -678,7 +678,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
                 if self.slots[index].state == TargetState::PullReqRnrWait {
                     self.slots[index].state = TargetState::PullReqRx;
                     self.deliver_ready(ctx, rsn);
-                    self.retire(ctx.shared);
+                    self.retire();
                 }
             }
         }
@@ -700,6 +700,13 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             ctx.shared.stats.reclaimed += 1;
         }
         self.sweep_at = next;
+    }
+
+    /// Gives the slots to `pool` if none is in use (see
+    /// `Initiator::lend_idle`).
+    #[inline]
+    pub(crate) fn lend_idle(&mut self, pool: &mut RingPool<Slot<B, S>>) {
+        self.slots.lend_if_idle(pool);
     }
 
     /// Slots held, in use or not (none when idle: lent to the pool).
@@ -750,7 +757,7 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
         self.pull_data.clear();
         self.sweep_at = None;
         self.in_delivery = 0;
-        self.retire(ctx.shared);
+        self.retire();
     }
 
     /// The state of request `rsn`, if it is in the ring.
@@ -979,12 +986,12 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             self.rnr_timers.retain(|&(_, r)| r != rsn);
         }
         self.deliver_ready(ctx, rsn);
-        self.retire(ctx.shared);
+        self.retire();
     }
 
     /// Pops finished requests off the front of the ring (BRSN moves on).
     #[inline]
-    fn retire(&mut self, shared: &mut Shared<B, S>) {
+    fn retire(&mut self) {
         while let Some(front) = self.slots.front() {
             if !front.state.is_finished() {
                 break;
@@ -1002,10 +1009,8 @@ impl<B: PacketBuf, S: DataSource> Target<B, S> {
             self.next = self.base;
         }
         if self.slots.len() == 0 {
-            // Nothing held: no reclaim sweep due, no slots kept (see
-            // `Initiator::retire`).
+            // Nothing held: no reclaim sweep due (see `Initiator::retire`).
             self.sweep_at = None;
-            self.slots.lend_if_idle(&mut shared.target_rings);
         }
     }
 

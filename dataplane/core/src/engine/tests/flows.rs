@@ -510,8 +510,8 @@ fn soft_state_timeouts_reclaim_resources_at_both_ends<P: TestPort>() {
 
 /// Once every transaction has completed and been acknowledged, a
 /// connection holds no timer at either end (no soft-state sweep, no wheel
-/// deadline it would act on) and no transaction slots (lent to the
-/// engine's pool). At 1 M connections a timer left on each idle one fired
+/// deadline it would act on), no transaction slots and no TX window rings
+/// (lent to the engine's pools). At 1 M connections a timer left on each idle one fired
 /// on a connection no cache held, and each first use took fresh heap
 /// (`falcon bench scale`).
 fn an_idle_connection_holds_no_timer<P: TestPort>() {
@@ -546,10 +546,12 @@ fn an_idle_connection_holds_no_timer<P: TestPort>() {
                 "side {side}: lent to the pool"
             );
             assert_eq!(conn.target.slots_held(), 0, "side {side}: lent to the pool");
+            assert_eq!(conn.delivery.window_slots_held(), 0, "side {side}: lent");
         }
         // Both ends initiated and served: each pool holds the slots lent.
         assert!(engine.shared.initiator_rings.len() > 0, "side {side}");
         assert!(engine.shared.target_rings.len() > 0, "side {side}");
+        assert!(!engine.windows.is_empty(), "side {side}");
     }
 }
 
