@@ -102,8 +102,6 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                 self.tx_contexts.forget(sa);
             }
         }
-        self.data_ring.remove(slot);
-        self.ack_ring.remove(slot);
         self.generations[slot as usize] = self.generations[slot as usize].wrapping_add(1);
         self.free_slots.push(slot);
         self.finish(now);
@@ -129,7 +127,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             return false;
         };
         conn.delivery.set_xlr_filter(filter);
-        self.data_ring.activate(slot);
+        self.data_ring.activate(slot, &mut conn.on_data_ring);
         true
     }
 
@@ -249,6 +247,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             remote_time_at: now,
             armed: None,
             unarmed: false,
+            on_data_ring: false,
+            on_ack_ring: false,
             dead: false,
             rue_listed: false,
         })
@@ -293,8 +293,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let conn = conn_in(&mut self.connections, slot);
         let (target, mut ctx) = conn.target_ctx(now, &mut self.shared);
         target.fail_all(&mut ctx);
-        self.data_ring.remove(slot);
-        self.ack_ring.remove(slot);
+        let conn = conn_in(&mut self.connections, slot);
+        self.data_ring.remove(slot, &mut conn.on_data_ring);
+        self.ack_ring.remove(slot, &mut conn.on_ack_ring);
     }
 }
 

@@ -312,6 +312,9 @@ struct Connection<B: PacketBuf, S> {
     armed: Option<Timestamp>,
     /// On the engine's `unarmed` list.
     unarmed: bool,
+    /// On the engine's data and ACK scheduler rings (`scheduler.rs`).
+    on_data_ring: bool,
+    on_ack_ring: bool,
     /// Failed (fatal error) or closed.
     dead: bool,
     /// On the external RUE's list of connections to poll for an event.

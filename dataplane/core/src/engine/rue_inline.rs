@@ -154,7 +154,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         self.stats.record_windows(cc.fcwnd, cc.ncwnd);
         // New windows may let it send; a shorter RTO moves its timer.
         self.drain_delivery_events(slot, now);
-        self.data_ring.activate(slot);
+        if let Some(conn) = self.connections[slot as usize].as_deref_mut() {
+            self.data_ring.activate(slot, &mut conn.on_data_ring);
+        }
         self.arm(slot);
         self.rue_offer(slot, now);
         true

@@ -295,8 +295,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         };
         arm_connection(&mut self.unarmed, conn, slot);
         let rue_due = rue_offer_due(&self.rue, &self.rue_external, conn);
-        self.data_ring.activate(slot);
-        self.ack_ring.activate(slot);
+        self.data_ring.activate(slot, &mut conn.on_data_ring);
+        self.ack_ring.activate(slot, &mut conn.on_ack_ring);
         if rue_due {
             self.offer_rue_event(slot, now);
         }

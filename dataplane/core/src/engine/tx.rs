@@ -88,11 +88,11 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             // The box opened once: through `&mut Box<Connection>` every
             // field access reloaded the box pointer after each store.
             let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
-                self.data_ring.mask_front();
+                self.data_ring.mask_front(None);
                 continue;
             };
             if conn.dead {
-                self.data_ring.mask_front();
+                self.data_ring.mask_front(Some(&mut conn.on_data_ring));
                 continue;
             }
             conn.initiator.top_up(&mut conn.delivery);
@@ -107,7 +107,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                 // Nothing sendable (empty, out of window, paced): masked
                 // until an input activates it again. A paced packet armed
                 // the pacing release, which the wheel must know.
-                self.data_ring.mask_front();
+                self.data_ring.mask_front(Some(&mut conn.on_data_ring));
                 arm_connection(&mut self.unarmed, conn, slot);
                 continue;
             };
@@ -206,18 +206,18 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     ) -> Option<T> {
         while let Some(slot) = self.ack_ring.front() {
             let Some(conn) = self.connections[slot as usize].as_mut() else {
-                self.ack_ring.mask_front();
+                self.ack_ring.mask_front(None);
                 continue;
             };
             if conn.dead || !conn.delivery.ack_due(now) {
-                self.ack_ring.mask_front();
+                self.ack_ring.mask_front(Some(&mut conn.on_ack_ring));
                 continue;
             }
             // Only when one is due: the level is a search over 31 thresholds
             // per pool.
             let level = self.buffer_level.level();
             let Some(repr) = conn.delivery.poll_ack(now, level) else {
-                self.ack_ring.mask_front();
+                self.ack_ring.mask_front(Some(&mut conn.on_ack_ring));
                 continue;
             };
             let empty = TxPayload::<S>::EMPTY;

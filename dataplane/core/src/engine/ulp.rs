@@ -55,7 +55,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             conn.handle,
             transaction,
         )?;
-        self.data_ring.activate(slot);
+        self.data_ring.activate(slot, &mut conn.on_data_ring);
         Ok(rsn)
     }
 
@@ -217,9 +217,9 @@ fn answered<B: PacketBuf, S: DataSource>(
     slot: u32,
 ) {
     if conn.target.has_queued() {
-        data_ring.activate(slot);
+        data_ring.activate(slot, &mut conn.on_data_ring);
     }
-    ack_ring.activate(slot);
+    ack_ring.activate(slot, &mut conn.on_ack_ring);
     arm_connection(unarmed, conn, slot);
 }
 

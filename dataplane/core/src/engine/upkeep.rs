@@ -273,6 +273,6 @@ pub(super) fn settled<B: PacketBuf, S>(
     slot: u32,
 ) {
     arm_connection(unarmed, conn, slot);
-    data_ring.activate(slot);
-    ack_ring.activate(slot);
+    data_ring.activate(slot, &mut conn.on_data_ring);
+    ack_ring.activate(slot, &mut conn.on_ack_ring);
 }
