@@ -70,7 +70,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                     connection.delivery.cc_state().fcwnd,
                     connection.delivery.cc_state().ncwnd,
                 );
-                self.connections[slot as usize] = Some(Box::new(connection));
+                self.connections[slot as usize] = Some(connection);
                 if let Some(rue) = &mut self.rue {
                     rue.rue.reset_connection(slot);
                 }
@@ -86,7 +86,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// The connection whose local CID is `cid`.
     pub fn connection(&self, cid: ConnectionId) -> Option<ConnectionHandle> {
         let slot = self.by_cid.get(cid)?;
-        self.connections[slot as usize].as_ref().map(|c| c.handle)
+        self.connections.value(slot as usize).map(|c| c.handle)
     }
 
     /// Closes a connection: every transaction not completed completes with
@@ -123,7 +123,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let Some(slot) = self.slot(connection) else {
             return false;
         };
-        let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
+        let Some(conn) = self.connections.value_mut(slot as usize) else {
             return false;
         };
         conn.delivery.set_xlr_filter(filter);
@@ -132,7 +132,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     }
 
     pub(super) fn slots_reserve(&mut self, max: u32) {
-        self.connections.resize_with(max as usize, || None);
+        self.connections.grow_to(max as usize);
         self.generations.resize(max as usize, 0);
         self.free_slots = (0..max).rev().collect();
     }
@@ -257,8 +257,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     pub(super) fn slot(&self, handle: ConnectionHandle) -> Option<u32> {
         let live = self
             .connections
-            .get(handle.index as usize)?
-            .as_ref()
+            .value(handle.index as usize)
             .is_some_and(|c| c.handle == handle);
         live.then_some(handle.index)
     }
@@ -267,7 +266,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let slot = self
             .slot(handle)
             .ok_or(UlpCommandError::UnknownConnection)?;
-        match &self.connections[slot as usize] {
+        match self.connections.value(slot as usize) {
             Some(conn) if !conn.dead => Ok(slot),
             _ => Err(UlpCommandError::ConnectionNotAlive),
         }
@@ -275,7 +274,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
 
     pub(super) fn conn_mut(&mut self, handle: ConnectionHandle) -> Option<&mut Connection<B, S>> {
         let slot = self.slot(handle)?;
-        self.connections[slot as usize].as_deref_mut()
+        self.connections.value_mut(slot as usize)
     }
 
     /// A fatal error or a close: every transaction completes with

@@ -190,6 +190,7 @@ mod rue_inline;
 mod rx;
 mod setup;
 mod shard;
+mod slab;
 mod stats;
 mod tx;
 mod ulp;
@@ -213,6 +214,7 @@ use crate::time::Timestamp;
 use crate::timer::TimingWheel;
 use crate::transaction::{DataSource, Initiator, Shared, Target, TransactionConfig, UlpEvent};
 use crate::wire::{ChecksumChecks, EthernetAddress, FrameTemplate, LocalAddresses};
+use slab::Slab;
 
 use cid::CidTable;
 use rue_inline::RueExternal;
@@ -243,7 +245,7 @@ pub struct Engine<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     addresses: LocalAddresses,
     default_delivery: crate::delivery::DeliveryConfig,
     /// Connection slots (boxed: an empty slot costs 8 bytes).
-    connections: Vec<Option<Box<Connection<B, S>>>>,
+    connections: Slab<Connection<B, S>>,
     generations: Vec<u32>,
     free_slots: Vec<u32>,
     by_cid: CidTable,
@@ -389,7 +391,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             checksums: config.checksums,
             addresses: LocalAddresses::new(config.local_mac, config.local_ip),
             default_delivery: config.delivery.clone(),
-            connections: Vec::new(),
+            connections: Slab::new(0),
             generations: Vec::new(),
             free_slots: Vec::new(),
             by_cid: CidTable::default(),
@@ -428,14 +430,14 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
 /// which only name live slots.
 #[inline(always)]
 fn conn_in<B: PacketBuf, S>(
-    connections: &mut [Option<Box<Connection<B, S>>>],
+    connections: &mut Slab<Connection<B, S>>,
     slot: u32,
 ) -> &mut Connection<B, S> {
     // Invariant: a slot's rings and wheel entries are removed or ignored
     // (generation check) once its connection is closed, and callers check
     // `slot()` first.
-    connections[slot as usize]
-        .as_mut()
+    connections
+        .value_mut(slot as usize)
         .expect("slot names a live connection")
 }
 

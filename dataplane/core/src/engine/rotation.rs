@@ -234,8 +234,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             .ok_or(RotationError::PspOff)?
             .globals
             .cur_gen;
-        let current = self.connections[slot as usize]
-            .as_deref()
+        let current = self
+            .connections
+            .value(slot as usize)
             .ok_or(RotationError::UnknownConnection)?
             .rx_security
             .as_ref()
@@ -253,8 +254,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                 SpiRefusal::Behind => RotationError::Behind,
                 SpiRefusal::Exhausted => RotationError::SpiExhausted,
             })?;
-        let conn = self.connections[slot as usize]
-            .as_deref_mut()
+        let conn = self
+            .connections
+            .value_mut(slot as usize)
             .ok_or(RotationError::UnknownConnection)?;
         let security = conn.rx_security.as_mut().ok_or(RotationError::PspOff)?;
         security.spi.rotate(spi);
@@ -316,8 +318,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         if self.psp.is_none() {
             return Err(RotationError::PspOff);
         }
-        let conn = self.connections[slot as usize]
-            .as_mut()
+        let conn = self
+            .connections
+            .value_mut(slot as usize)
             .ok_or(RotationError::UnknownConnection)?;
         let old = conn.tx_sa.as_ref().ok_or(RotationError::PspOff)?;
         let config = TxSaConfig {

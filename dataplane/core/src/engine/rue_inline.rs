@@ -69,7 +69,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// nothing to take is inline (see [`Engine::drain_delivery_events`]).
     #[inline(always)]
     pub(super) fn rue_offer(&mut self, slot: u32, now: Timestamp) {
-        let Some(conn) = self.connections[slot as usize].as_ref() else {
+        let Some(conn) = self.connections.value(slot as usize) else {
             return;
         };
         if rue_offer_due(&self.rue, &self.rue_external, conn) {
@@ -79,7 +79,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
 
     #[inline(never)]
     pub(super) fn offer_rue_event(&mut self, slot: u32, now: Timestamp) {
-        let Some(conn) = self.connections[slot as usize].as_mut() else {
+        let Some(conn) = self.connections.value_mut(slot as usize) else {
             return;
         };
         if let Some(external) = &mut self.rue_external {
@@ -154,7 +154,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         self.stats.record_windows(cc.fcwnd, cc.ncwnd);
         // New windows may let it send; a shorter RTO moves its timer.
         self.drain_delivery_events(slot, now);
-        if let Some(conn) = self.connections[slot as usize].as_deref_mut() {
+        if let Some(conn) = self.connections.value_mut(slot as usize) {
             self.data_ring.activate(slot, &mut conn.on_data_ring);
         }
         self.arm(slot);
@@ -176,7 +176,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     ) -> Option<CcEvent> {
         let external = self.rue_external.as_mut()?;
         while let Some(slot) = external.listed.pop_front() {
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
+            let Some(conn) = self.connections.value_mut(slot as usize) else {
                 continue;
             };
             conn.rue_listed = false;

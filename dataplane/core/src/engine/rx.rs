@@ -205,8 +205,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             .by_cid
             .get(rx.cid)
             .ok_or(DropReason::UnknownConnection)?;
-        let conn = self.connections[slot as usize]
-            .as_deref_mut()
+        let conn = self
+            .connections
+            .value_mut(slot as usize)
             .ok_or(DropReason::UnknownConnection)?;
         if conn.dead {
             return Err(DropReason::ConnectionNotAlive);
@@ -310,8 +311,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// as `finish` and `rue_offer`: see [`Engine::finish`]).
     #[inline(always)]
     pub(super) fn drain_delivery_events(&mut self, slot: u32, now: Timestamp) {
-        let pending = self.connections[slot as usize]
-            .as_ref()
+        let pending = self
+            .connections
+            .value(slot as usize)
             .is_some_and(|conn| conn.delivery.has_events());
         if pending {
             self.dispatch_delivery_events(slot, now);
@@ -321,7 +323,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     #[inline(never)]
     fn dispatch_delivery_events(&mut self, slot: u32, now: Timestamp) {
         loop {
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
+            let Some(conn) = self.connections.value_mut(slot as usize) else {
                 return;
             };
             let Some(event) = conn.delivery.poll_event() else {

@@ -87,7 +87,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             let slot = self.data_ring.front()?;
             // The box opened once: through `&mut Box<Connection>` every
             // field access reloaded the box pointer after each store.
-            let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
+            let Some(conn) = self.connections.value_mut(slot as usize) else {
                 self.data_ring.mask_front(None);
                 continue;
             };
@@ -205,7 +205,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         give_back: GiveBack<T, B>,
     ) -> Option<T> {
         while let Some(slot) = self.ack_ring.front() {
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
+            let Some(conn) = self.connections.value_mut(slot as usize) else {
                 self.ack_ring.mask_front(None);
                 continue;
             };

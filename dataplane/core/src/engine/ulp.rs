@@ -9,6 +9,7 @@
 //! is lost silently.
 
 use crate::delivery::UlpNack;
+use crate::engine::slab::Slab;
 use crate::engine::{arm_connection, conn_in, Connection, ConnectionHandle, Engine};
 use crate::port::PacketBuf;
 use crate::resources::CreditCounter;
@@ -42,7 +43,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let Some(slot) = self.slot(connection) else {
             return reject(RejectReason::UnknownConnection, transaction);
         };
-        let Some(conn) = self.connections[slot as usize].as_mut() else {
+        let Some(conn) = self.connections.value_mut(slot as usize) else {
             return reject(RejectReason::UnknownConnection, transaction);
         };
         if conn.dead {
@@ -190,7 +191,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// an Xoff. `None` for an unknown connection.
     pub fn credits(&self, connection: ConnectionHandle) -> Option<CreditCounter> {
         let slot = self.slot(connection)?;
-        let conn = self.connections[slot as usize].as_deref()?;
+        let conn = self.connections.value(slot as usize)?;
         Some(conn.account.credits)
     }
 
@@ -227,13 +228,10 @@ fn answered<B: PacketBuf, S: DataSource>(
 /// [`Engine::live_slot`] then [`conn_in`] find, with the same errors, on
 /// the target ULP's per-request path.
 fn live_connection<B: PacketBuf, S>(
-    connections: &mut [Option<Box<Connection<B, S>>>],
+    connections: &mut Slab<Connection<B, S>>,
     handle: ConnectionHandle,
 ) -> Result<&mut Connection<B, S>, UlpCommandError> {
-    match connections
-        .get_mut(handle.index as usize)
-        .and_then(|conn| conn.as_deref_mut())
-    {
+    match connections.value_mut(handle.index as usize) {
         Some(conn) if conn.handle == handle && !conn.dead => Ok(conn),
         Some(conn) if conn.handle == handle => Err(UlpCommandError::ConnectionNotAlive),
         _ => Err(UlpCommandError::UnknownConnection),

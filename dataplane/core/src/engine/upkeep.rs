@@ -23,7 +23,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         // The wheel, and what the connections not yet armed would put on it.
         let mut next = self.wheel.next_deadline();
         for &slot in &self.unarmed {
-            if let Some(conn) = self.connections[slot as usize].as_deref() {
+            if let Some(conn) = self.connections.value(slot as usize) {
                 next = earliest(next, conn.deadline_to_arm());
             }
         }
@@ -73,7 +73,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     #[inline(always)]
     pub(super) fn after_input(&mut self, slot: u32, now: Timestamp) {
         self.drain_delivery_events(slot, now);
-        let Some(conn) = self.connections[slot as usize].as_deref_mut() else {
+        let Some(conn) = self.connections.value_mut(slot as usize) else {
             return;
         };
         settled(
@@ -99,7 +99,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// The wheel only loses entries for deadlines that moved later again before
     /// the burst ended: early wake-ups that would have found nothing due.
     pub(super) fn arm(&mut self, slot: u32) {
-        if let Some(conn) = self.connections[slot as usize].as_mut() {
+        if let Some(conn) = self.connections.value_mut(slot as usize) {
             arm_connection(&mut self.unarmed, conn, slot);
         }
     }
@@ -109,7 +109,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     pub(super) fn arm_pending(&mut self) {
         let mut unarmed = core::mem::take(&mut self.unarmed);
         for slot in unarmed.drain(..) {
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
+            let Some(conn) = self.connections.value_mut(slot as usize) else {
                 continue;
             };
             conn.unarmed = false;
@@ -181,7 +181,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             let Some(slot) = self.slot(handle) else {
                 return false;
             };
-            let Some(conn) = self.connections[slot as usize].as_mut() else {
+            let Some(conn) = self.connections.value_mut(slot as usize) else {
                 return false;
             };
             for class in CreditClass::ALL {
