@@ -178,11 +178,13 @@ impl WindowPool {
     pub const MAX: usize = 4096;
 
     /// Storages held.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.free.len()
     }
 
     /// Holds none.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.free.is_empty()
     }
