@@ -89,10 +89,11 @@ pub struct Report {
     /// Heap bytes of the larger engine with its N connections, GiB.
     pub engine_gib: f64,
     /// Heap bytes per connection per engine after the run, both engines'
-    /// growth since before they were built over 2 N: what the connections
-    /// that carried a transaction grew (retransmit and transaction slot
-    /// rings allocated at first use), the engines' free lists and the
-    /// loopback's frames included.
+    /// growth since before they were built over 2 N: the rings of the
+    /// connections still busy and the engines' pools of idle ones (an idle
+    /// connection lends its transaction slots and TX window rings to its
+    /// engine), the SA caches' tables, the free lists and the loopback's
+    /// frames included.
     pub bytes_per_connection_after_run: f64,
     /// The same at 1 000 connections, per connection.
     pub bytes_per_connection_1k: f64,
@@ -270,7 +271,7 @@ pub fn print_text(r: &Report) {
         r.engine_gib
     );
     println!(
-        "           {:8.0} B per connection per engine after the run (rings of the connections used)",
+        "           {:8.0} B per connection per engine after the run (busy rings, pools, caches)",
         r.bytes_per_connection_after_run
     );
     println!(
