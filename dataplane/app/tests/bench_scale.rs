@@ -26,7 +26,7 @@ fn bench_scale_reports_memory_and_op_rate_at_n_and_at_1k() {
     };
     assert_eq!(v["connections"], 2000, "{v}");
     // Measured from the allocator: every connection holds its state on the
-    // heap (a boxed connection of well over 1 KB), and the engine-wide part
+    // heap (well over 1 KB in the engine's slab), and the engine-wide part
     // is a share of it.
     let bytes = f("bytes_per_connection");
     assert!(bytes > 1_000.0 && bytes < 1_000_000.0, "{v}");
@@ -39,7 +39,9 @@ fn bench_scale_reports_memory_and_op_rate_at_n_and_at_1k() {
         (parts - f("initiator_bytes_per_connection")).abs() < 1.0,
         "{v}"
     );
-    assert!(f("allocations_per_connection") >= 1.0, "{v}");
+    // Connections live in the slab's chunks of 64, not one allocation each.
+    let allocations = f("allocations_per_connection");
+    assert!(allocations > 0.0 && allocations < 0.5, "{v}");
     assert!(f("rss_bytes_per_connection") > 0.0, "{v}");
     assert!(f("bytes_per_connection_1k") > 0.0, "{v}");
     assert!(f("ops_per_sec") > 0.0 && f("ops_per_sec_1k") > 0.0, "{v}");
