@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, CI). Installs what is missing, then runs the
 # formatter check, clippy with warnings as errors, every test of the workspace,
-# a build of the fuzz targets, the instruction-count check and the
-# profile-guided build's pipeline.
+# the DPDK wrappers' tests on virtual devices, a build of the fuzz targets,
+# the instruction-count check and the profile-guided build's pipeline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +34,13 @@ echo "== cargo test"
 # (tests/cluster.rs) need it; about a second.
 cargo test --workspace --exclude falcon --features falcon-core/testing
 cargo test --release -p falcon
+
+echo "== DPDK: the bindings and their wrappers on virtual devices"
+# falcon-dpdk with its `dpdk` feature: bindgen over the installed DPDK
+# 22.11, the wrappers' lints, and their tests on an EAL with no hugepages
+# and no PCI (each test binary is one process and one EAL).
+cargo clippy -p falcon-dpdk --features dpdk --all-targets -- -D warnings
+cargo test -p falcon-dpdk --features dpdk
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins

@@ -1,6 +1,30 @@
 //! DPDK 22.11 backend of the Falcon dataplane.
 //!
-//! Layer: the only crate with FFI and `unsafe`: bindgen'd DPDK, EAL, mempool,
-//! mbuf, ethdev and the lcore runner behind the core's `Port` trait.
-//! Not yet built: the bindings arrive with the DPDK issue; until then the
-//! crate is an empty skeleton so the `dpdk` feature of the binary resolves.
+//! Layer: the only crate with FFI and `unsafe` (STYLE.md): the bindgen'd
+//! DPDK API (`ffi`, generated at build time against the installed headers,
+//! see `build.rs`) and the safe wrappers the rest of the project uses: the
+//! EAL ([`eal`]), mempools and owning mbufs ([`mempool`], [`mbuf`]) and
+//! ethdev ports ([`ethdev`]). Every `unsafe` block states the invariant it
+//! relies on.
+//!
+//! Everything is behind the `dpdk` cargo feature (DPDK's headers and
+//! libraries, and libclang for bindgen: `scripts/setup.sh`); without it the
+//! crate is empty.
+
+#![cfg_attr(not(feature = "dpdk"), forbid(unsafe_code))]
+
+#[cfg(feature = "dpdk")]
+pub mod eal;
+#[cfg(feature = "dpdk")]
+mod error;
+#[cfg(feature = "dpdk")]
+pub mod ethdev;
+#[cfg(feature = "dpdk")]
+pub mod ffi;
+#[cfg(feature = "dpdk")]
+pub mod mbuf;
+#[cfg(feature = "dpdk")]
+pub mod mempool;
+
+#[cfg(feature = "dpdk")]
+pub use error::DpdkError;

@@ -1,0 +1,256 @@
+//! Ethernet ports: configured, started, bursts of mbufs in and out, device
+//! counters.
+
+use std::ffi::CString;
+
+use crate::eal::Eal;
+use crate::error::DpdkError;
+use crate::ffi;
+use crate::mbuf::Mbuf;
+use crate::mempool::Mempool;
+
+/// How to bring a port up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Receive and transmit queues.
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    /// Descriptors per receive and transmit queue.
+    pub rx_descriptors: u16,
+    pub tx_descriptors: u16,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_descriptors: 1024,
+            tx_descriptors: 1024,
+        }
+    }
+}
+
+/// The device's counters (`rte_eth_stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// Dropped by the device for want of receive descriptors or buffers.
+    pub rx_missed: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    /// Receive buffer allocation failures.
+    pub rx_no_mbuf: u64,
+}
+
+/// A started ethdev port; stopped and closed when dropped.
+#[derive(Debug)]
+pub struct EthPort {
+    id: u16,
+    config: PortConfig,
+}
+
+impl EthPort {
+    /// The port id of the device named `name` (a vdev's name, e.g.
+    /// `net_ring0`).
+    ///
+    /// # Errors
+    ///
+    /// No such device.
+    pub fn id_by_name(_eal: &Eal, name: &str) -> Result<u16, DpdkError> {
+        let c_name = CString::new(name).map_err(|_| {
+            DpdkError::usage("rte_eth_dev_get_port_by_name", "name holds a NUL byte")
+        })?;
+        let mut id = 0u16;
+        // SAFETY: the EAL is up; the name is a valid C string; `id` is a
+        // valid out-pointer.
+        let rc = unsafe { ffi::rte_eth_dev_get_port_by_name(c_name.as_ptr(), &mut id) };
+        if rc != 0 {
+            return Err(DpdkError::new("rte_eth_dev_get_port_by_name", rc));
+        }
+        Ok(id)
+    }
+
+    /// Configures port `id` with `config`, its receive queues filled from
+    /// `pool`, and starts it.
+    ///
+    /// # Errors
+    ///
+    /// The first DPDK call that failed, by name.
+    pub fn start(
+        eal: &Eal,
+        id: u16,
+        config: PortConfig,
+        pool: &'static Mempool,
+    ) -> Result<EthPort, DpdkError> {
+        // SAFETY: a zeroed rte_eth_conf is DPDK's documented default
+        // configuration (no offloads, no RSS).
+        let conf: ffi::rte_eth_conf = unsafe { core::mem::zeroed() };
+        // SAFETY: the EAL is up; `conf` outlives the call.
+        let rc =
+            unsafe { ffi::rte_eth_dev_configure(id, config.rx_queues, config.tx_queues, &conf) };
+        if rc != 0 {
+            return Err(DpdkError::new("rte_eth_dev_configure", rc));
+        }
+        let socket = eal.socket_id();
+        let socket = u32::try_from(socket).unwrap_or(u32::MAX);
+        for queue in 0..config.rx_queues {
+            // SAFETY: the port is configured with this many queues; a null
+            // rx_conf selects the device's defaults; the pool lives for the
+            // process (`Mempool`).
+            let rc = unsafe {
+                ffi::rte_eth_rx_queue_setup(
+                    id,
+                    queue,
+                    config.rx_descriptors,
+                    socket,
+                    core::ptr::null(),
+                    pool.as_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(DpdkError::new("rte_eth_rx_queue_setup", rc));
+            }
+        }
+        for queue in 0..config.tx_queues {
+            // SAFETY: as above, transmit side, default tx_conf.
+            let rc = unsafe {
+                ffi::rte_eth_tx_queue_setup(
+                    id,
+                    queue,
+                    config.tx_descriptors,
+                    socket,
+                    core::ptr::null(),
+                )
+            };
+            if rc != 0 {
+                return Err(DpdkError::new("rte_eth_tx_queue_setup", rc));
+            }
+        }
+        // SAFETY: configured and set up above.
+        let rc = unsafe { ffi::rte_eth_dev_start(id) };
+        if rc != 0 {
+            return Err(DpdkError::new("rte_eth_dev_start", rc));
+        }
+        Ok(EthPort { id, config })
+    }
+
+    /// The port id.
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// Receives up to `max` frames from `queue` onto the end of `into`.
+    /// Returns how many came.
+    #[inline]
+    pub fn rx_burst(&mut self, queue: u16, into: &mut Vec<Mbuf>, max: usize) -> usize {
+        const BURST: usize = 64;
+        let mut raw = [core::ptr::null_mut::<ffi::rte_mbuf>(); BURST];
+        let want = max.min(BURST) as u16;
+        if queue >= self.config.rx_queues {
+            return 0;
+        }
+        // SAFETY: the port is started with this queue; `raw` has room for
+        // `want` pointers; `&mut self` keeps this the queue's only poller.
+        let got = unsafe { ffi::rte_eth_rx_burst(self.id, queue, raw.as_mut_ptr(), want) };
+        let got = usize::from(got);
+        into.reserve(got);
+        for &m in &raw[..got] {
+            // SAFETY: the PMD handed over one reference to each of the first
+            // `got` mbufs.
+            if let Some(m) = unsafe { Mbuf::from_raw(m) } {
+                into.push(m);
+            }
+        }
+        got
+    }
+
+    /// Sends the frames of `frames` from the front on `queue`; those the
+    /// device took are removed, those it had no room for stay, in order.
+    /// Returns how many it took.
+    #[inline]
+    pub fn tx_burst(&mut self, queue: u16, frames: &mut Vec<Mbuf>) -> usize {
+        const BURST: usize = 64;
+        if queue >= self.config.tx_queues {
+            return 0;
+        }
+        let mut sent_total = 0;
+        while !frames.is_empty() {
+            let n = frames.len().min(BURST);
+            let mut raw = [core::ptr::null_mut::<ffi::rte_mbuf>(); BURST];
+            for (slot, m) in raw.iter_mut().zip(frames.iter()) {
+                *slot = m.raw_ptr();
+            }
+            // SAFETY: the port is started with this queue; the first `n`
+            // entries are live mbufs we hold references to; the PMD takes
+            // the references of the first `sent` of them.
+            let sent = usize::from(unsafe {
+                ffi::rte_eth_tx_burst(self.id, queue, raw.as_mut_ptr(), n as u16)
+            });
+            // The device owns the references it took: forget our handles.
+            for m in frames.drain(..sent) {
+                let _ = m.into_raw();
+            }
+            sent_total += sent;
+            if sent < n {
+                break;
+            }
+        }
+        sent_total
+    }
+
+    /// The device's counters.
+    ///
+    /// # Errors
+    ///
+    /// DPDK's.
+    pub fn stats(&self) -> Result<PortStats, DpdkError> {
+        // SAFETY: zeroed is a valid rte_eth_stats (plain counters).
+        let mut s: ffi::rte_eth_stats = unsafe { core::mem::zeroed() };
+        // SAFETY: the port exists; `s` is a valid out-pointer.
+        let rc = unsafe { ffi::rte_eth_stats_get(self.id, &mut s) };
+        if rc != 0 {
+            return Err(DpdkError::new("rte_eth_stats_get", rc));
+        }
+        Ok(PortStats {
+            rx_packets: s.ipackets,
+            tx_packets: s.opackets,
+            rx_bytes: s.ibytes,
+            tx_bytes: s.obytes,
+            rx_missed: s.imissed,
+            rx_errors: s.ierrors,
+            tx_errors: s.oerrors,
+            rx_no_mbuf: s.rx_nombuf,
+        })
+    }
+
+    /// The port's MAC address.
+    ///
+    /// # Errors
+    ///
+    /// DPDK's.
+    pub fn mac_address(&self) -> Result<[u8; 6], DpdkError> {
+        // SAFETY: zeroed is a valid rte_ether_addr.
+        let mut addr: ffi::rte_ether_addr = unsafe { core::mem::zeroed() };
+        // SAFETY: the port exists; `addr` is a valid out-pointer.
+        let rc = unsafe { ffi::rte_eth_macaddr_get(self.id, &mut addr) };
+        if rc != 0 {
+            return Err(DpdkError::new("rte_eth_macaddr_get", rc));
+        }
+        Ok(addr.addr_bytes)
+    }
+}
+
+impl Drop for EthPort {
+    fn drop(&mut self) {
+        // SAFETY: the port was started by `start` and is stopped and closed
+        // once; mbufs still in its rings return to their pools.
+        unsafe {
+            ffi::rte_eth_dev_stop(self.id);
+            ffi::rte_eth_dev_close(self.id);
+        }
+    }
+}

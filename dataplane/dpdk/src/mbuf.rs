@@ -1,0 +1,195 @@
+//! An owning packet buffer: one reference to an `rte_mbuf` chain.
+
+use std::ptr::NonNull;
+
+use crate::ffi;
+
+/// One reference to an mbuf (the head of a segment chain), returned to its
+/// pool when dropped (`rte_pktmbuf_free`, which frees the chain when this
+/// was the last reference).
+///
+/// [`data`](Self::data) and [`data_mut`](Self::data_mut) are the first
+/// segment's bytes, which is the whole frame for everything this project
+/// builds (pools with a data room for the largest frame);
+/// [`segments`](Self::segments) reads a chain a PMD handed in.
+#[derive(Debug)]
+pub struct Mbuf {
+    raw: NonNull<ffi::rte_mbuf>,
+}
+
+// SAFETY: an Mbuf is one reference to DPDK memory that any thread may read,
+// write (we hold the only handle to this reference) and free (mempools are
+// thread-safe).
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Takes ownership of one reference to `raw`; `None` for null.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is null or an mbuf from a pktmbuf pool whose reference the
+    /// caller hands over (a PMD's rx burst, `rte_pktmbuf_alloc`).
+    #[inline]
+    pub(crate) unsafe fn from_raw(raw: *mut ffi::rte_mbuf) -> Option<Mbuf> {
+        NonNull::new(raw).map(|raw| Mbuf { raw })
+    }
+
+    /// The raw pointer, the reference still ours.
+    #[inline]
+    pub(crate) fn raw_ptr(&self) -> *mut ffi::rte_mbuf {
+        self.raw.as_ptr()
+    }
+
+    /// Gives up the reference without freeing it (to a tx burst).
+    #[inline]
+    pub(crate) fn into_raw(self) -> *mut ffi::rte_mbuf {
+        let raw = self.raw.as_ptr();
+        core::mem::forget(self);
+        raw
+    }
+
+    #[inline]
+    fn head(&self) -> &ffi::rte_mbuf {
+        // SAFETY: we hold a reference, so the mbuf is live; shared access to
+        // its header fields.
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// Bytes of the first segment.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        let m = self.head();
+        // SAFETY: buf_addr + data_off is the segment's first data byte and
+        // data_len bytes follow inside the buffer (an mbuf invariant DPDK's
+        // helpers keep); the bytes live as long as our reference.
+        unsafe {
+            core::slice::from_raw_parts(
+                (m.buf_addr as *const u8).add(usize::from(m.data_off)),
+                usize::from(m.data_len),
+            )
+        }
+    }
+
+    /// Bytes of the first segment, for writing (sealing in place).
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `data`; `&mut self` makes this the only access through
+        // this handle. A clone of the reference (refcnt > 1) would see the
+        // writes; this type hands out none.
+        unsafe {
+            let m = self.raw.as_mut();
+            core::slice::from_raw_parts_mut(
+                (m.buf_addr as *mut u8).add(usize::from(m.data_off)),
+                usize::from(m.data_len),
+            )
+        }
+    }
+
+    /// Frame length, all segments (`pkt_len`).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.head().pkt_len as usize
+    }
+
+    /// No bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Free bytes before the data.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        usize::from(self.head().data_off)
+    }
+
+    /// Free bytes after the first segment's data.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        let m = self.head();
+        usize::from(m.buf_len) - usize::from(m.data_off) - usize::from(m.data_len)
+    }
+
+    /// Segments in the chain.
+    pub fn segment_count(&self) -> usize {
+        usize::from(self.head().nb_segs)
+    }
+
+    /// References to this mbuf.
+    pub fn refcnt(&self) -> u16 {
+        // SAFETY: the mbuf is live (our reference).
+        unsafe { ffi::rte_mbuf_refcnt_read(self.raw.as_ptr()) }
+    }
+
+    /// Grows the data by `len` bytes at the end of the first segment and
+    /// returns them, or `None` without room.
+    pub fn append(&mut self, len: usize) -> Option<&mut [u8]> {
+        let len16 = u16::try_from(len).ok()?;
+        // SAFETY: the mbuf is live and ours; DPDK checks the tailroom and
+        // returns null without changing anything when it is short.
+        let at = unsafe { ffi::rte_pktmbuf_append(self.raw.as_ptr(), len16) };
+        // SAFETY: a non-null result points at `len` bytes now inside the
+        // segment's data.
+        (!at.is_null()).then(|| unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) })
+    }
+
+    /// Grows the data by `len` bytes in front and returns them, or `None`
+    /// without headroom.
+    pub fn prepend(&mut self, len: usize) -> Option<&mut [u8]> {
+        let len16 = u16::try_from(len).ok()?;
+        // SAFETY: as `append`, in front.
+        let at = unsafe { ffi::rte_pktmbuf_prepend(self.raw.as_ptr(), len16) };
+        // SAFETY: as `append`.
+        (!at.is_null()).then(|| unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) })
+    }
+
+    /// Drops `len` bytes from the front; false (nothing changed) if the
+    /// first segment has fewer.
+    pub fn adj(&mut self, len: usize) -> bool {
+        let Ok(len16) = u16::try_from(len) else {
+            return false;
+        };
+        // SAFETY: the mbuf is live and ours; DPDK checks the length.
+        !unsafe { ffi::rte_pktmbuf_adj(self.raw.as_ptr(), len16) }.is_null()
+    }
+
+    /// Drops `len` bytes from the end; false (nothing changed) if the last
+    /// segment has fewer.
+    pub fn trim(&mut self, len: usize) -> bool {
+        let Ok(len16) = u16::try_from(len) else {
+            return false;
+        };
+        // SAFETY: the mbuf is live and ours; DPDK checks the length.
+        unsafe { ffi::rte_pktmbuf_trim(self.raw.as_ptr(), len16) == 0 }
+    }
+
+    /// The bytes of each segment, in order.
+    pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
+        let mut next: *const ffi::rte_mbuf = self.raw.as_ptr();
+        core::iter::from_fn(move || {
+            if next.is_null() {
+                return None;
+            }
+            // SAFETY: `next` is this chain's head or a `next` link of a
+            // segment in it: live while we hold the head's reference.
+            let m = unsafe { &*next };
+            next = m.next;
+            // SAFETY: as `data`, for this segment.
+            Some(unsafe {
+                core::slice::from_raw_parts(
+                    (m.buf_addr as *const u8).add(usize::from(m.data_off)),
+                    usize::from(m.data_len),
+                )
+            })
+        })
+    }
+}
+
+impl Drop for Mbuf {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: we own one reference to a live chain; freeing it returns
+        // the segments whose last reference it was to their pools.
+        unsafe { ffi::rte_pktmbuf_free(self.raw.as_ptr()) }
+    }
+}
