@@ -74,6 +74,63 @@ impl EthPort {
         Ok(id)
     }
 
+    /// Two ring ports wired to each other (`rte_eth_from_rings`): what one
+    /// transmits the other receives, one queue each way. In process, no
+    /// copy, deterministic: two engines over real ethdev ports and mbufs
+    /// with no device. Returns their port ids.
+    ///
+    /// # Errors
+    ///
+    /// DPDK's (ring or port creation), by call.
+    pub fn ring_pair(
+        eal: &Eal,
+        name_a: &str,
+        name_b: &str,
+        slots: u32,
+    ) -> Result<(u16, u16), DpdkError> {
+        let ring = |name: String| -> Result<*mut ffi::rte_ring, DpdkError> {
+            let c_name = CString::new(name)
+                .map_err(|_| DpdkError::usage("rte_ring_create", "name holds a NUL byte"))?;
+            // SAFETY: the EAL is up; the name is copied by DPDK; single
+            // producer and single consumer: each ring has one transmitting
+            // and one receiving port, each polled by one thread.
+            let raw = unsafe {
+                ffi::rte_ring_create(
+                    c_name.as_ptr(),
+                    slots,
+                    eal.socket_id(),
+                    ffi::RING_F_SP_ENQ | ffi::RING_F_SC_DEQ,
+                )
+            };
+            if raw.is_null() {
+                Err(DpdkError::last("rte_ring_create"))
+            } else {
+                Ok(raw)
+            }
+        };
+        let a_to_b = ring(format!("{name_a}_to_{name_b}"))?;
+        let b_to_a = ring(format!("{name_b}_to_{name_a}"))?;
+        let port = |name: &str, rx: *mut ffi::rte_ring, tx: *mut ffi::rte_ring| {
+            let c_name = CString::new(name)
+                .map_err(|_| DpdkError::usage("rte_eth_from_rings", "name holds a NUL byte"))?;
+            // SAFETY: the rings were created above and live for the process
+            // (never freed); the arrays hold one ring each; the PMD copies
+            // the pointers.
+            let id = unsafe {
+                ffi::rte_eth_from_rings(
+                    c_name.as_ptr(),
+                    &rx,
+                    1,
+                    &tx,
+                    1,
+                    u32::try_from(eal.socket_id()).unwrap_or(u32::MAX),
+                )
+            };
+            u16::try_from(id).map_err(|_| DpdkError::last("rte_eth_from_rings"))
+        };
+        Ok((port(name_a, b_to_a, a_to_b)?, port(name_b, a_to_b, b_to_a)?))
+    }
+
     /// Configures port `id` with `config`, its receive queues filled from
     /// `pool`, and starts it.
     ///

@@ -3,8 +3,8 @@
 //! Layer: the only crate with FFI and `unsafe` (STYLE.md): the bindgen'd
 //! DPDK API (`ffi`, generated at build time against the installed headers,
 //! see `build.rs`) and the safe wrappers the rest of the project uses: the
-//! EAL ([`eal`]), mempools and owning mbufs ([`mempool`], [`mbuf`]) and
-//! ethdev ports ([`ethdev`]). Every `unsafe` block states the invariant it
+//! EAL ([`eal`]), mempools and owning mbufs ([`mempool`], [`mbuf`]),
+//! ethdev ports ([`ethdev`]) and the engine's `Port` on them ([`port`]). Every `unsafe` block states the invariant it
 //! relies on.
 //!
 //! Everything is behind the `dpdk` cargo feature (DPDK's headers and
@@ -25,6 +25,8 @@ pub mod ffi;
 pub mod mbuf;
 #[cfg(feature = "dpdk")]
 pub mod mempool;
+#[cfg(feature = "dpdk")]
+pub mod port;
 
 #[cfg(feature = "dpdk")]
 pub use error::DpdkError;

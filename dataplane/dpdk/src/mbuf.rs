@@ -2,6 +2,8 @@
 
 use std::ptr::NonNull;
 
+use falcon_core::port::PacketBuf;
+
 use crate::ffi;
 
 /// One reference to an mbuf (the head of a segment chain), returned to its
@@ -182,6 +184,60 @@ impl Mbuf {
                 )
             })
         })
+    }
+}
+
+/// The engine's frame buffer on DPDK: the frame is the first segment's
+/// data, written in place from the headroom's end (frames this project
+/// builds fit one segment; multi-segment frames a PMD hands in are refused
+/// by the port, see [`DpdkPort`](crate::port::DpdkPort)).
+impl PacketBuf for Mbuf {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        Mbuf::data(self)
+    }
+
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        Mbuf::data_mut(self)
+    }
+
+    #[inline]
+    fn buffer_mut(&mut self) -> &mut [u8] {
+        // SAFETY: from the first data byte (after the headroom) to the end
+        // of the segment's buffer, all inside the buffer DPDK allocated for
+        // it; `&mut self` makes this the only access through this handle.
+        unsafe {
+            let m = self.raw.as_mut();
+            core::slice::from_raw_parts_mut(
+                (m.buf_addr as *mut u8).add(usize::from(m.data_off)),
+                usize::from(m.buf_len) - usize::from(m.data_off),
+            )
+        }
+    }
+
+    #[inline]
+    fn set_len(&mut self, len: usize) {
+        let len = len.min(PacketBuf::capacity(self));
+        // SAFETY: the mbuf is ours and single-segment (`capacity` bounds the
+        // length to its buffer); data_len and pkt_len describe the same
+        // bytes then. len ≤ buf_len fits u16.
+        unsafe {
+            let m = self.raw.as_mut();
+            m.data_len = len as u16;
+            m.pkt_len = len as u32;
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        usize::from(self.head().data_len)
+    }
+
+    #[inline]
+    fn capacity(&self) -> usize {
+        let m = self.head();
+        usize::from(m.buf_len) - usize::from(m.data_off)
     }
 }
 
