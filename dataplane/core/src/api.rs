@@ -29,6 +29,7 @@ pub use crate::engine::{
     NewReceiveSa, PairSpec, PspConfig, Received, RotationError, RueMode, SpiCheckFailure,
 };
 pub use crate::ids::{ConnectionId, DestinationFunction};
+pub use crate::lcore::{Clock, Lcore, SystemClock, Turn, Ulp};
 pub use crate::node::{Node, NodeConfig, NodeShard, Steering};
 pub use crate::port::{FrameBuf, PacketBuf, Port, PortCapabilities};
 pub use crate::resources::{

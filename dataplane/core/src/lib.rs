@@ -57,6 +57,7 @@ pub mod drop;
 pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod lcore;
 pub mod node;
 pub mod port;
 pub mod random;

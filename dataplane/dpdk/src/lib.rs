@@ -4,7 +4,8 @@
 //! DPDK API (`ffi`, generated at build time against the installed headers,
 //! see `build.rs`) and the safe wrappers the rest of the project uses: the
 //! EAL ([`eal`]), mempools and owning mbufs ([`mempool`], [`mbuf`]),
-//! ethdev ports ([`ethdev`]) and the engine's `Port` on them ([`port`]). Every `unsafe` block states the invariant it
+//! ethdev ports ([`ethdev`]), the engine's `Port` on them ([`port`]) and
+//! the lcore loop's TSC clock ([`clock`]). Every `unsafe` block states the invariant it
 //! relies on.
 //!
 //! Everything is behind the `dpdk` cargo feature (DPDK's headers and
@@ -13,6 +14,8 @@
 
 #![cfg_attr(not(feature = "dpdk"), forbid(unsafe_code))]
 
+#[cfg(feature = "dpdk")]
+pub mod clock;
 #[cfg(feature = "dpdk")]
 pub mod eal;
 #[cfg(feature = "dpdk")]

@@ -1,12 +1,16 @@
 //! Two engines, PSP on, over two real ethdev ports wired ring to ring
-//! (`rte_eth_from_rings`), their frames in mbufs from one mempool: pushes
-//! and pulls of many sizes complete, every byte arrives as sent, and every
-//! mbuf goes back to the pool. One test binary, one process, one EAL.
+//! (`rte_eth_from_rings`), their frames in mbufs from one mempool, each
+//! driven by the lcore loop (`falcon_core::lcore::Lcore`) on the TSC clock:
+//! pushes and pulls of many sizes complete, every byte arrives as sent,
+//! and every mbuf goes back to the pool. One test binary, one process, one
+//! EAL.
 #![cfg(feature = "dpdk")]
 
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use falcon_core::api::*;
+use falcon_dpdk::clock::TscClock;
 use falcon_dpdk::eal::Eal;
 use falcon_dpdk::ethdev::{EthPort, PortConfig};
 use falcon_dpdk::mbuf::Mbuf;
@@ -18,8 +22,81 @@ use psp::{MasterKey, MasterKeys};
 const DATA_ROOM: u16 = 128 + 4352;
 const MAX_FRAME: usize = 4352;
 
-fn clock(start: Instant) -> Timestamp {
-    Timestamp::from_nanos(1_000_000 + start.elapsed().as_nanos() as u64)
+/// The initiator's ULP: submits its backlog, checks each completion (a
+/// push's source comes back unchanged, a pull's data is what the target
+/// sent for that RSN).
+struct Initiator {
+    connection: ConnectionHandle,
+    backlog: VecDeque<Transaction<Vec<u8>>>,
+    pull_lengths: HashMap<u64, usize>,
+    done: usize,
+    pulled_bytes: usize,
+}
+
+impl Ulp<Mbuf, Vec<u8>> for Initiator {
+    fn submit(&mut self, now: Timestamp, engine: &mut Engine<Mbuf>) {
+        while let Some(t) = self.backlog.pop_front() {
+            if let Op::Pull { request_length } = t.op {
+                self.pull_lengths.insert(t.tag, usize::from(request_length));
+            }
+            if let Err(rejected) = engine.submit(now, self.connection, t) {
+                self.backlog.push_front(rejected.returned);
+                break;
+            }
+        }
+    }
+
+    fn on_event(&mut self, _now: Timestamp, engine: &mut Engine<Mbuf>, event: UlpEvent<Mbuf>) {
+        match event {
+            UlpEvent::Completion(c) => {
+                assert_eq!(c.status, CompletionStatus::Ack, "tag {}", c.tag);
+                match c.kind {
+                    TransactionKind::Push => {
+                        let sent = c.source.expect("the push's source comes back");
+                        assert_eq!(sent, push_bytes(sent.len()));
+                    }
+                    TransactionKind::Pull => {
+                        let len = self.pull_lengths[&c.tag];
+                        assert_eq!(&*c.data, &pull_bytes(c.rsn, len)[..], "tag {}", c.tag);
+                        self.pulled_bytes += len;
+                    }
+                }
+                engine.release(c.data);
+                self.done += 1;
+            }
+            UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// The target's ULP: checks every pushed byte, answers pulls.
+struct Target {
+    pushed_bytes: usize,
+}
+
+impl Ulp<Mbuf, Vec<u8>> for Target {
+    fn submit(&mut self, _now: Timestamp, _engine: &mut Engine<Mbuf>) {}
+
+    fn on_event(&mut self, now: Timestamp, engine: &mut Engine<Mbuf>, event: UlpEvent<Mbuf>) {
+        let UlpEvent::Request(r) = event else {
+            panic!("{event:?}");
+        };
+        match r.kind {
+            TransactionKind::Push => {
+                assert_eq!(&*r.payload, &push_bytes(r.payload.len())[..]);
+                self.pushed_bytes += r.payload.len();
+                engine.ulp_ack(now, r.connection, r.rsn).unwrap();
+                engine.release(r.payload);
+            }
+            TransactionKind::Pull => {
+                let data = pull_bytes(r.rsn, usize::from(r.request_length));
+                engine
+                    .submit_pull_data(now, r.connection, r.rsn, UlpHeader::EMPTY, data)
+                    .unwrap();
+            }
+        }
+    }
 }
 
 /// A push's bytes, known from its length alone (the target checks them).
@@ -59,9 +136,8 @@ fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted(
         let port = EthPort::start(eal, id, PortConfig::default(), pool).unwrap();
         DpdkPort::new(port, 0, pool, MAX_FRAME)
     };
-    let (mut pa, mut pb) = (start_port(ida), start_port(idb));
+    let (pa, pb) = (start_port(ida), start_port(idb));
 
-    let t0 = Instant::now();
     let keys = |k: u8| MasterKeys {
         k0: MasterKey::new([k; 32]),
         k1: MasterKey::new([k ^ 0xFF; 32]),
@@ -72,84 +148,46 @@ fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted(
         psp: Some(PspConfig::new(keys(side))),
         ..EngineConfig::default()
     };
-    let now = clock(t0);
+    let mut clock = TscClock::new(eal);
+    let now = clock.now();
     let mut a: Engine<Mbuf> = Engine::new(config(1), now).unwrap();
     let mut b: Engine<Mbuf> = Engine::new(config(2), now).unwrap();
     let (ca, _cb) = connect(now, &mut a, &mut b, &PairSpec::default()).unwrap();
+    // Two lcore loops, turned in turn on this thread, one TSC clock.
+    let mut la = Lcore::new(a, pa, clock);
+    let mut lb = Lcore::new(b, pb, clock);
 
     // 300 transactions: pushes of 1..=4000 bytes, pulls of 1..=4000.
-    let mut backlog: Vec<Transaction<Vec<u8>>> = (0..300u64)
-        .map(|tag| {
-            let len = 1 + (tag as usize * 733) % 4000;
-            if tag % 3 == 2 {
-                Transaction::pull(tag, len as u16)
-            } else {
-                Transaction::push(tag, push_bytes(len))
-            }
-        })
-        .rev()
-        .collect();
-    let mut pull_lengths = std::collections::HashMap::new();
-    let (mut done, mut pushed_bytes, mut pulled_bytes) = (0, 0usize, 0usize);
-    let (mut rx, mut tx) = (Vec::new(), Vec::new());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while done < 300 {
-        assert!(Instant::now() < deadline, "{done} of 300 done in time");
-        let now = clock(t0);
-        while let Some(t) = backlog.pop() {
-            if let Op::Pull { request_length } = t.op {
-                pull_lengths.insert(t.tag, usize::from(request_length));
-            }
-            if let Err(rejected) = a.submit(now, ca, t) {
-                backlog.push(rejected.returned);
-                break;
-            }
-        }
-        for (engine, port) in [(&mut a, &mut pa), (&mut b, &mut pb)] {
-            let now = clock(t0);
-            engine.receive_burst(now, port, &mut rx, 32);
-            if engine.poll_timeout().is_some_and(|t| t <= now) {
-                engine.handle_timeout(now);
-            }
-            while let Some(event) = engine.poll_event() {
-                match event {
-                    UlpEvent::Request(r) => match r.kind {
-                        TransactionKind::Push => {
-                            assert_eq!(&*r.payload, &push_bytes(r.payload.len())[..]);
-                            pushed_bytes += r.payload.len();
-                            engine.ulp_ack(now, r.connection, r.rsn).unwrap();
-                            engine.release(r.payload);
-                        }
-                        TransactionKind::Pull => {
-                            let data = pull_bytes(r.rsn, usize::from(r.request_length));
-                            engine
-                                .submit_pull_data(now, r.connection, r.rsn, UlpHeader::EMPTY, data)
-                                .unwrap();
-                        }
-                    },
-                    UlpEvent::Completion(c) => {
-                        assert_eq!(c.status, CompletionStatus::Ack, "tag {}", c.tag);
-                        match c.kind {
-                            TransactionKind::Push => {
-                                let sent = c.source.expect("the push's source comes back");
-                                assert_eq!(sent, push_bytes(sent.len()));
-                            }
-                            TransactionKind::Pull => {
-                                let len = pull_lengths[&c.tag];
-                                assert_eq!(&*c.data, &pull_bytes(c.rsn, len)[..], "tag {}", c.tag);
-                                pulled_bytes += len;
-                            }
-                        }
-                        engine.release(c.data);
-                        done += 1;
-                    }
-                    other => panic!("{other:?}"),
+    let mut initiator = Initiator {
+        connection: ca,
+        backlog: (0..300u64)
+            .map(|tag| {
+                let len = 1 + (tag as usize * 733) % 4000;
+                if tag % 3 == 2 {
+                    Transaction::pull(tag, len as u16)
+                } else {
+                    Transaction::push(tag, push_bytes(len))
                 }
-            }
-            let clock_now = || clock(t0);
-            engine.transmit_bursts(clock_now, port, &mut tx, 8);
-        }
+            })
+            .collect(),
+        pull_lengths: HashMap::new(),
+        done: 0,
+        pulled_bytes: 0,
+    };
+    let mut target = Target { pushed_bytes: 0 };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while initiator.done < 300 {
+        assert!(
+            Instant::now() < deadline,
+            "{} of 300 done in time",
+            initiator.done
+        );
+        la.turn(&mut initiator);
+        lb.turn(&mut target);
     }
+    let (pushed_bytes, pulled_bytes) = (target.pushed_bytes, initiator.pulled_bytes);
+    let (a, b) = (&la.engine, &lb.engine);
+    let (pa, pb) = (&la.port, &lb.port);
     let expected_push: usize = (0..300u64)
         .filter(|t| t % 3 != 2)
         .map(|t| 1 + (t as usize * 733) % 4000)
@@ -171,7 +209,7 @@ fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted(
     assert_eq!(ea.tx_packets, eb.rx_packets);
     assert_eq!(eb.tx_packets, ea.rx_packets);
     // Engines and ports gone: every mbuf is back in the pool.
-    drop((a, b, pa, pb, rx, tx));
+    drop((la, lb));
     assert_eq!(pool.in_use(), 0);
     let _ = std::fs::remove_dir_all(eal.runtime_dir());
 }

@@ -4,6 +4,8 @@
 //! EAL, so every check runs in one test.
 #![cfg(feature = "dpdk")]
 
+use falcon_core::lcore::Clock;
+use falcon_dpdk::clock::TscClock;
 use falcon_dpdk::eal::Eal;
 use falcon_dpdk::ethdev::{EthPort, PortConfig};
 use falcon_dpdk::mempool::Mempool;
@@ -34,6 +36,22 @@ fn frames_go_out_and_come_back_through_a_ring_port_and_every_mbuf_returns() {
     let err = Eal::init(&["--no-huge"]).unwrap_err();
     assert!(err.to_string().contains("once per process"), "{err}");
     assert!(eal.tsc_hz() > 0);
+    // The lcore clock: the TSC in nanoseconds, never backwards, in step
+    // with the system's clock (a sleep of 20 ms reads as at least that,
+    // and not wildly more).
+    let mut clock = TscClock::new(eal);
+    let (t0, wall) = (clock.now(), std::time::Instant::now());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let (t1, wall) = (clock.now(), wall.elapsed());
+    let tsc = t1.saturating_duration_since(t0);
+    assert!(
+        t1 >= t0 && tsc >= std::time::Duration::from_millis(19),
+        "{tsc:?}"
+    );
+    assert!(
+        tsc <= wall + std::time::Duration::from_millis(50),
+        "{tsc:?} against {wall:?}"
+    );
 
     let pool: &'static Mempool = Box::leak(Box::new(
         Mempool::new(eal, "test_pool", 4095, 64, 2048 + 128).unwrap(),
