@@ -4,6 +4,7 @@
 #
 #   pkg-config, clang, libclang-dev  bindgen for the DPDK bindings (dataplane/dpdk)
 #   libdpdk-dev, dpdk                DPDK 22.11 headers, libraries and PMDs
+#   dpdk-dev                         dpdk-testpmd, the peer nobody here wrote
 #   libnuma-dev                      linked by DPDK's pkg-config flags
 #   g++                              libFuzzer runtime for the fuzz targets
 #   valgrind                         callgrind, for scripts/instruction-check.sh
@@ -11,7 +12,7 @@
 #                                    `rustc -vV`), for scripts/build-pgo.sh
 set -euo pipefail
 
-packages=(pkg-config clang libclang-dev libdpdk-dev dpdk libnuma-dev g++ valgrind)
+packages=(pkg-config clang libclang-dev libdpdk-dev dpdk dpdk-dev libnuma-dev g++ valgrind)
 # The profile-guided build needs the llvm-profdata of the LLVM rustc is built
 # on: raw profiles change format between LLVM releases.
 llvm_major=$(rustc -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' || true)

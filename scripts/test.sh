@@ -40,7 +40,10 @@ echo "== DPDK: the bindings and their wrappers on virtual devices"
 # 22.11, the wrappers' lints, and their tests on an EAL with no hugepages
 # and no PCI (each test binary is one process and one EAL).
 cargo clippy -p falcon-dpdk --features dpdk --all-targets -- -D warnings
+cargo clippy -p falcon --features dpdk --all-targets -- -D warnings
 cargo test -p falcon-dpdk --features dpdk
+# `falcon bench pipeline` on two null ports, the binary built with DPDK.
+cargo test --release -p falcon --features dpdk --test bench_pipeline
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins

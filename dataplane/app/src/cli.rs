@@ -252,6 +252,37 @@ pub enum BenchCommand {
     /// connection per engine, all state included), op rate at 1 M ≥ 0.7
     /// of the rate at 1 K. Progress goes to stderr once a second.
     Scale(BenchScaleArgs),
+    /// What DPDK's I/O costs through this project's wrappers: frames
+    /// forwarded between two virtual ports on one lcore, straight on the
+    /// bindings (`forward_mpps`, as `dpdk-testpmd --forward-mode=io`) and
+    /// through `DpdkPort` and the engine's `Port` trait
+    /// (`port_forward_mpps`), in interleaved slices; `port_ratio` is the
+    /// median of the per-slice ratios (goal ≥ 0.9).
+    ///
+    /// Needs a binary built with `--features dpdk`. Runs DPDK's EAL in
+    /// this process with no hugepages and no PCI (`--no-huge -m 512
+    /// --no-pci`), on lcore 0.
+    Pipeline(BenchPipelineArgs),
+}
+
+/// `falcon bench pipeline`: the wrappers' cost against plain forwarding.
+#[derive(Debug, Args)]
+pub struct BenchPipelineArgs {
+    /// Virtual devices to forward between: `net_null` (two null ports
+    /// that receive endless frames of `--size` bytes and drop what they
+    /// send: the I/O framework alone).
+    #[arg(long, default_value = "net_null")]
+    pub vdev: String,
+    /// Frame bytes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(60..=9000))]
+    pub size: u32,
+    /// Measuring time, seconds, cut into 10 slices alternating the two
+    /// loops.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `falcon bench scale`: memory per connection and the op rate at N

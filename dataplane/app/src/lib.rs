@@ -92,6 +92,15 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Bench(BenchCommand::Pipeline(args)) => {
+            let report = cmd::bench_pipeline::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::bench_pipeline::print_text(&report);
+            }
+            Ok(())
+        }
         Command::Bench(BenchCommand::Scale(args)) => {
             let report = cmd::bench_scale::run(&args)?;
             if args.json {

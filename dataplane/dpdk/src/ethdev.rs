@@ -144,7 +144,8 @@ impl EthPort {
         pool: &'static Mempool,
     ) -> Result<EthPort, DpdkError> {
         // SAFETY: a zeroed rte_eth_conf is DPDK's documented default
-        // configuration (no offloads, no RSS).
+        // configuration: no offloads (receive scatter off, so every frame
+        // arrives in one segment, which `DpdkPort` relies on), no RSS.
         let conf: ffi::rte_eth_conf = unsafe { core::mem::zeroed() };
         // SAFETY: the EAL is up; `conf` outlives the call.
         let rc =
@@ -204,25 +205,24 @@ impl EthPort {
     /// Returns how many came.
     #[inline]
     pub fn rx_burst(&mut self, queue: u16, into: &mut Vec<Mbuf>, max: usize) -> usize {
-        const BURST: usize = 64;
-        let mut raw = [core::ptr::null_mut::<ffi::rte_mbuf>(); BURST];
-        let want = max.min(BURST) as u16;
         if queue >= self.config.rx_queues {
             return 0;
         }
-        // SAFETY: the port is started with this queue; `raw` has room for
-        // `want` pointers; `&mut self` keeps this the queue's only poller.
-        let got = unsafe { ffi::rte_eth_rx_burst(self.id, queue, raw.as_mut_ptr(), want) };
-        let got = usize::from(got);
-        into.reserve(got);
-        for &m in &raw[..got] {
-            // SAFETY: the PMD handed over one reference to each of the first
-            // `got` mbufs.
-            if let Some(m) = unsafe { Mbuf::from_raw(m) } {
-                into.push(m);
-            }
+        let want = max.min(usize::from(u16::MAX));
+        into.reserve(want);
+        let len = into.len();
+        // SAFETY: `Mbuf` is a transparent non-null mbuf pointer, so the
+        // vector's spare capacity (room for `want` more, reserved above) is
+        // an array of `rte_mbuf` pointers the PMD may write. The port is
+        // started with this queue and `&mut self` keeps this its only
+        // poller. The PMD writes `got` ≤ `want` non-null pointers, each a
+        // reference it hands over: exactly what `set_len` then owns.
+        unsafe {
+            let at = into.as_mut_ptr().add(len).cast::<*mut ffi::rte_mbuf>();
+            let got = usize::from(ffi::rte_eth_rx_burst(self.id, queue, at, want as u16));
+            into.set_len(len + got);
+            got
         }
-        got
     }
 
     /// Sends the frames of `frames` from the front on `queue`; those the
@@ -230,33 +230,30 @@ impl EthPort {
     /// Returns how many it took.
     #[inline]
     pub fn tx_burst(&mut self, queue: u16, frames: &mut Vec<Mbuf>) -> usize {
-        const BURST: usize = 64;
-        if queue >= self.config.tx_queues {
+        if queue >= self.config.tx_queues || frames.is_empty() {
             return 0;
         }
-        let mut sent_total = 0;
-        while !frames.is_empty() {
-            let n = frames.len().min(BURST);
-            let mut raw = [core::ptr::null_mut::<ffi::rte_mbuf>(); BURST];
-            for (slot, m) in raw.iter_mut().zip(frames.iter()) {
-                *slot = m.raw_ptr();
-            }
-            // SAFETY: the port is started with this queue; the first `n`
-            // entries are live mbufs we hold references to; the PMD takes
-            // the references of the first `sent` of them.
-            let sent = usize::from(unsafe {
-                ffi::rte_eth_tx_burst(self.id, queue, raw.as_mut_ptr(), n as u16)
-            });
-            // The device owns the references it took: forget our handles.
-            for m in frames.drain(..sent) {
-                let _ = m.into_raw();
-            }
-            sent_total += sent;
-            if sent < n {
-                break;
-            }
+        let n = frames.len().min(usize::from(u16::MAX));
+        // SAFETY: `Mbuf` is a transparent mbuf pointer, so the vector's
+        // first `n` elements are an array of live mbufs we hold references
+        // to; the PMD takes the references of the first `sent` and does not
+        // write the array. Those `sent` handles are then forgotten (their
+        // references are the device's) by moving the rest to the front with
+        // a bitwise copy and shortening the vector: no handle is dropped or
+        // duplicated.
+        unsafe {
+            let base = frames.as_mut_ptr();
+            let sent = usize::from(ffi::rte_eth_tx_burst(
+                self.id,
+                queue,
+                base.cast::<*mut ffi::rte_mbuf>(),
+                n as u16,
+            ));
+            let rest = frames.len() - sent;
+            core::ptr::copy(base.add(sent), base, rest);
+            frames.set_len(rest);
+            sent
         }
-        sent_total
     }
 
     /// The device's counters.

@@ -25,6 +25,8 @@ pub mod ethdev;
 #[cfg(feature = "dpdk")]
 pub mod ffi;
 #[cfg(feature = "dpdk")]
+pub mod forward;
+#[cfg(feature = "dpdk")]
 pub mod mbuf;
 #[cfg(feature = "dpdk")]
 pub mod mempool;

@@ -14,7 +14,11 @@ use crate::ffi;
 /// segment's bytes, which is the whole frame for everything this project
 /// builds (pools with a data room for the largest frame);
 /// [`segments`](Self::segments) reads a chain a PMD handed in.
+///
+/// `repr(transparent)` over the mbuf pointer: a `Vec<Mbuf>` is an array of
+/// `rte_mbuf` pointers, which the ethdev bursts fill and read in place.
 #[derive(Debug)]
+#[repr(transparent)]
 pub struct Mbuf {
     raw: NonNull<ffi::rte_mbuf>,
 }
@@ -34,20 +38,6 @@ impl Mbuf {
     #[inline]
     pub(crate) unsafe fn from_raw(raw: *mut ffi::rte_mbuf) -> Option<Mbuf> {
         NonNull::new(raw).map(|raw| Mbuf { raw })
-    }
-
-    /// The raw pointer, the reference still ours.
-    #[inline]
-    pub(crate) fn raw_ptr(&self) -> *mut ffi::rte_mbuf {
-        self.raw.as_ptr()
-    }
-
-    /// Gives up the reference without freeing it (to a tx burst).
-    #[inline]
-    pub(crate) fn into_raw(self) -> *mut ffi::rte_mbuf {
-        let raw = self.raw.as_ptr();
-        core::mem::forget(self);
-        raw
     }
 
     #[inline]

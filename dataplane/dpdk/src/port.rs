@@ -7,7 +7,8 @@
 //! into its mbuf and the mbuf goes back to its pool when the ULP releases
 //! it (the engine's burst loops hand released frames to
 //! [`Port::free_burst`]). Bursts ask the device only for what the caller's
-//! burst has room for.
+//! burst has room for, and the mbuf pointers go between the device and the
+//! caller's vector in place (`Mbuf` is a transparent pointer).
 
 use falcon_core::port::{Port, PortCapabilities};
 use falcon_core::time::Timestamp;
@@ -19,10 +20,6 @@ use crate::mempool::Mempool;
 /// What the port refused or could not do, counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DpdkPortStats {
-    /// Received frames chained over several segments, dropped: the engine
-    /// works on one contiguous frame, and the port's pool is sized so that
-    /// every frame this project sends fits one segment.
-    pub rx_multi_segment: u64,
     /// `alloc` found the pool empty.
     pub alloc_failures: u64,
     /// `alloc` asked for more than a segment holds.
@@ -57,6 +54,12 @@ impl DpdkPort {
     /// The ethdev port (device counters, MAC).
     pub fn eth(&self) -> &EthPort {
         &self.port
+    }
+
+    /// The ethdev port, for calls on the device itself (the forwarding
+    /// baseline of `falcon bench pipeline`).
+    pub fn eth_mut(&mut self) -> &mut EthPort {
+        &mut self.port
     }
 
     /// What the port refused or could not do.
@@ -99,22 +102,13 @@ impl Port for DpdkPort {
         drop(buf);
     }
 
+    /// Every frame is one segment: ports are started without receive
+    /// scatter (`EthPort::start`), so a PMD never chains a frame. Were one
+    /// to, the engine would see its first segment only and drop it by name
+    /// (its IP length runs past the frame).
     #[inline]
     fn rx_burst(&mut self, _now: Timestamp, out: &mut Vec<Mbuf>, max: usize) -> usize {
-        let start = out.len();
-        self.port.rx_burst(self.queue, out, max);
-        // Multi-segment chains (only from a PMD with scatter on and frames
-        // beyond a segment) are dropped by count; the rest keep their order.
-        let mut index = 0;
-        let mut dropped = 0;
-        out.retain(|m| {
-            let keep = index < start || m.segment_count() == 1;
-            index += 1;
-            dropped += u64::from(!keep);
-            keep
-        });
-        self.stats.rx_multi_segment += dropped;
-        out.len() - start
+        self.port.rx_burst(self.queue, out, max)
     }
 
     #[inline]

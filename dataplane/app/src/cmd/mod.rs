@@ -2,6 +2,7 @@
 
 pub mod bench_core;
 pub mod bench_loop;
+pub mod bench_pipeline;
 pub mod bench_psp;
 pub mod bench_rue;
 pub mod bench_scale;

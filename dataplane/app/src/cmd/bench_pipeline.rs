@@ -1,0 +1,176 @@
+//! `falcon bench pipeline`: what DPDK's I/O costs through this project's
+//! wrappers (issue #25, item 6).
+//!
+//! Layer: application (a benchmark). Two virtual ports on one lcore, frames
+//! forwarded between them both ways in bursts of 32, as `dpdk-testpmd
+//! --forward-mode=io` does: once straight on the bindings
+//! (`falcon_dpdk::forward::forward_raw`, `forward_mpps`), once through
+//! `DpdkPort` and the engine's `Port` trait (`forward_port`,
+//! `port_forward_mpps`), in interleaved slices so that the host's drift
+//! moves both alike; `port_ratio` is the median of the per-slice ratios
+//! (goal ≥ 0.9: the safe wrappers cost under 10 %).
+//!
+//! Not yet measured here: `falcon_mpps` against `engine_mpps` (a Falcon
+//! target lcore fed by a generator over `net_ring`/`net_memif` against the
+//! same engine fed from memory).
+
+use serde::Serialize;
+
+use crate::cli::BenchPipelineArgs;
+use crate::error::{AppError, Result};
+
+/// Slices each loop's time is cut into.
+pub const ROUNDS: usize = 10;
+/// DESIGN §8 / issue #25: the wrappers cost under 10 %.
+pub const BAR_PORT_RATIO: f64 = 0.9;
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// The virtual devices.
+    pub vdev: String,
+    /// Frame bytes.
+    pub size: u32,
+    /// Where the loops ran.
+    pub lcores: &'static str,
+    /// Frames per second forwarded straight on the bindings, millions
+    /// (both directions together).
+    pub forward_mpps: f64,
+    /// The same through `DpdkPort` and the `Port` trait.
+    pub port_forward_mpps: f64,
+    /// Median of the per-slice `port_forward / forward` ratios.
+    pub port_ratio: f64,
+    /// Lowest and highest per-slice ratio.
+    pub port_ratio_range: [f64; 2],
+    /// Frames received that the other port had no room for, both loops.
+    pub dropped: u64,
+    pub rounds: usize,
+    /// `port_ratio ≥ 0.9`.
+    pub meets_port_bar: bool,
+    pub build: &'static str,
+}
+
+pub fn print_text(r: &Report) {
+    println!(
+        "Pipeline: {} ports, {} B frames, {}",
+        r.vdev, r.size, r.lcores
+    );
+    println!(
+        "  forward (bindings)  {:8.2} Mpps\n  forward (DpdkPort)  {:8.2} Mpps\n  port_ratio {:.3} ({:.3}..{:.3}; bar {}) {}",
+        r.forward_mpps,
+        r.port_forward_mpps,
+        r.port_ratio,
+        r.port_ratio_range[0],
+        r.port_ratio_range[1],
+        BAR_PORT_RATIO,
+        if r.meets_port_bar {
+            "meets the bar"
+        } else {
+            "BELOW THE BAR"
+        }
+    );
+}
+
+#[cfg(not(feature = "dpdk"))]
+pub fn run(_args: &BenchPipelineArgs) -> Result<Report> {
+    Err(AppError::Usage(
+        "bench pipeline: this falcon was built without DPDK; build it with \
+         `cargo build --release --features dpdk` (DPDK 22.11 from scripts/setup.sh)"
+            .into(),
+    ))
+}
+
+#[cfg(feature = "dpdk")]
+pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
+    use falcon_dpdk::eal::Eal;
+    use falcon_dpdk::ethdev::{EthPort, PortConfig};
+    use falcon_dpdk::forward::{forward_port, forward_raw};
+    use falcon_dpdk::mempool::Mempool;
+    use falcon_dpdk::port::DpdkPort;
+
+    use super::slices::{median, range, ratios, Rates};
+
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        return Err(AppError::Usage(format!(
+            "--seconds must be positive, got {}",
+            args.seconds
+        )));
+    }
+    if args.vdev != "net_null" {
+        return Err(AppError::Usage(format!(
+            "--vdev {}: only net_null is measured yet (two null ports: the I/O framework alone)",
+            args.vdev
+        )));
+    }
+    let failed = |e: falcon_dpdk::DpdkError| AppError::Failed(format!("bench pipeline: {e}"));
+    let prefix = format!("--file-prefix=falcon-pipeline-{}", std::process::id());
+    let size = format!("size={}", args.size);
+    let vdev0 = format!("--vdev=net_null0,{size}");
+    let vdev1 = format!("--vdev=net_null1,{size}");
+    let eal = Eal::init(&[
+        "--no-huge",
+        "-m",
+        "512",
+        "--no-pci",
+        "--no-shconf",
+        "--no-telemetry",
+        &prefix,
+        "-l",
+        "0",
+        "--log-level=lib.eal:error",
+        &vdev0,
+        &vdev1,
+    ])
+    .map_err(failed)?;
+    let data_room = u16::try_from(args.size + 128)
+        .unwrap_or(u16::MAX)
+        .max(2048 + 128);
+    let pool: &'static Mempool = Box::leak(Box::new(
+        Mempool::new(eal, "pipeline", 16383, 256, data_room).map_err(failed)?,
+    ));
+    let start = |name: &str| -> Result<DpdkPort> {
+        let id = EthPort::id_by_name(eal, name).map_err(failed)?;
+        let port = EthPort::start(eal, id, PortConfig::default(), pool).map_err(failed)?;
+        Ok(DpdkPort::new(port, 0, pool, usize::from(data_room) - 128))
+    };
+    let (mut a, mut b) = (start("net_null0")?, start("net_null1")?);
+    let slice = args.seconds / ROUNDS as f64;
+    // Warm-up: the pool's caches, the branch predictors.
+    let _ = forward_raw(eal, a.eth_mut(), b.eth_mut(), slice / 2.0);
+    let _ = forward_port(eal, &mut a, &mut b, slice / 2.0);
+    let (mut raw, mut port) = (Rates::default(), Rates::default());
+    let mut dropped = 0;
+    let record = |rates: &mut Rates, run: falcon_dpdk::forward::Forwarded| {
+        rates.record(run.frames, std::time::Duration::from_secs_f64(run.seconds));
+        run.dropped
+    };
+    for round in 0..ROUNDS {
+        if round % 2 == 0 {
+            dropped += record(&mut raw, forward_raw(eal, a.eth_mut(), b.eth_mut(), slice));
+            dropped += record(&mut port, forward_port(eal, &mut a, &mut b, slice));
+        } else {
+            dropped += record(&mut port, forward_port(eal, &mut a, &mut b, slice));
+            dropped += record(&mut raw, forward_raw(eal, a.eth_mut(), b.eth_mut(), slice));
+        }
+    }
+    let per_slice = ratios(&port, &raw);
+    let port_ratio = median(&per_slice);
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(eal.runtime_dir());
+    Ok(Report {
+        vdev: args.vdev.clone(),
+        size: args.size,
+        lcores: "one lcore (0), both directions",
+        forward_mpps: raw.mean() / 1e6,
+        port_forward_mpps: port.mean() / 1e6,
+        port_ratio,
+        port_ratio_range: range(&per_slice),
+        dropped,
+        rounds: ROUNDS,
+        meets_port_bar: port_ratio >= BAR_PORT_RATIO,
+        build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+    })
+}
