@@ -4,8 +4,9 @@
 //! DPDK API (`ffi`, generated at build time against the installed headers,
 //! see `build.rs`) and the safe wrappers the rest of the project uses: the
 //! EAL ([`eal`]), mempools and owning mbufs ([`mempool`], [`mbuf`]),
-//! ethdev ports ([`ethdev`]), the engine's `Port` on them ([`port`]) and
-//! the lcore loop's TSC clock ([`clock`]). Every `unsafe` block states the invariant it
+//! ethdev ports ([`ethdev`]), the engine's `Port` on them ([`port`]), the
+//! lcore loop's TSC clock ([`clock`]) and work launched on EAL lcores
+//! ([`lcore`]). Every `unsafe` block states the invariant it
 //! relies on.
 //!
 //! Everything is behind the `dpdk` cargo feature (DPDK's headers and
@@ -26,6 +27,8 @@ pub mod ethdev;
 pub mod ffi;
 #[cfg(feature = "dpdk")]
 pub mod forward;
+#[cfg(feature = "dpdk")]
+pub mod lcore;
 #[cfg(feature = "dpdk")]
 pub mod mbuf;
 #[cfg(feature = "dpdk")]

@@ -6,7 +6,7 @@
 //! EAL.
 #![cfg(feature = "dpdk")]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use falcon_core::api::*;
@@ -16,101 +16,9 @@ use falcon_dpdk::ethdev::{EthPort, PortConfig};
 use falcon_dpdk::mbuf::Mbuf;
 use falcon_dpdk::mempool::Mempool;
 use falcon_dpdk::port::DpdkPort;
-use psp::{MasterKey, MasterKeys};
 
-/// Headroom (DPDK's default) plus the largest frame the test sends.
-const DATA_ROOM: u16 = 128 + 4352;
-const MAX_FRAME: usize = 4352;
-
-/// The initiator's ULP: submits its backlog, checks each completion (a
-/// push's source comes back unchanged, a pull's data is what the target
-/// sent for that RSN).
-struct Initiator {
-    connection: ConnectionHandle,
-    backlog: VecDeque<Transaction<Vec<u8>>>,
-    pull_lengths: HashMap<u64, usize>,
-    done: usize,
-    pulled_bytes: usize,
-}
-
-impl Ulp<Mbuf, Vec<u8>> for Initiator {
-    fn submit(&mut self, now: Timestamp, engine: &mut Engine<Mbuf>) {
-        while let Some(t) = self.backlog.pop_front() {
-            if let Op::Pull { request_length } = t.op {
-                self.pull_lengths.insert(t.tag, usize::from(request_length));
-            }
-            if let Err(rejected) = engine.submit(now, self.connection, t) {
-                self.backlog.push_front(rejected.returned);
-                break;
-            }
-        }
-    }
-
-    fn on_event(&mut self, _now: Timestamp, engine: &mut Engine<Mbuf>, event: UlpEvent<Mbuf>) {
-        match event {
-            UlpEvent::Completion(c) => {
-                assert_eq!(c.status, CompletionStatus::Ack, "tag {}", c.tag);
-                match c.kind {
-                    TransactionKind::Push => {
-                        let sent = c.source.expect("the push's source comes back");
-                        assert_eq!(sent, push_bytes(sent.len()));
-                    }
-                    TransactionKind::Pull => {
-                        let len = self.pull_lengths[&c.tag];
-                        assert_eq!(&*c.data, &pull_bytes(c.rsn, len)[..], "tag {}", c.tag);
-                        self.pulled_bytes += len;
-                    }
-                }
-                engine.release(c.data);
-                self.done += 1;
-            }
-            UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
-            other => panic!("{other:?}"),
-        }
-    }
-}
-
-/// The target's ULP: checks every pushed byte, answers pulls.
-struct Target {
-    pushed_bytes: usize,
-}
-
-impl Ulp<Mbuf, Vec<u8>> for Target {
-    fn submit(&mut self, _now: Timestamp, _engine: &mut Engine<Mbuf>) {}
-
-    fn on_event(&mut self, now: Timestamp, engine: &mut Engine<Mbuf>, event: UlpEvent<Mbuf>) {
-        let UlpEvent::Request(r) = event else {
-            panic!("{event:?}");
-        };
-        match r.kind {
-            TransactionKind::Push => {
-                assert_eq!(&*r.payload, &push_bytes(r.payload.len())[..]);
-                self.pushed_bytes += r.payload.len();
-                engine.ulp_ack(now, r.connection, r.rsn).unwrap();
-                engine.release(r.payload);
-            }
-            TransactionKind::Pull => {
-                let data = pull_bytes(r.rsn, usize::from(r.request_length));
-                engine
-                    .submit_pull_data(now, r.connection, r.rsn, UlpHeader::EMPTY, data)
-                    .unwrap();
-            }
-        }
-    }
-}
-
-/// A push's bytes, known from its length alone (the target checks them).
-fn push_bytes(len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (len as u8).wrapping_mul(31) ^ i as u8)
-        .collect()
-}
-
-fn pull_bytes(rsn: Rsn, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (rsn.value() as u8).wrapping_add(i as u8))
-        .collect()
-}
+mod common;
+use common::{backlog, backlog_push_bytes, engine_config, Initiator, Target, DATA_ROOM, MAX_FRAME};
 
 #[test]
 fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted() {
@@ -138,20 +46,10 @@ fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted(
     };
     let (pa, pb) = (start_port(ida), start_port(idb));
 
-    let keys = |k: u8| MasterKeys {
-        k0: MasterKey::new([k; 32]),
-        k1: MasterKey::new([k ^ 0xFF; 32]),
-    };
-    let config = |side: u8| EngineConfig {
-        local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
-        local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
-        psp: Some(PspConfig::new(keys(side))),
-        ..EngineConfig::default()
-    };
     let mut clock = TscClock::new(eal);
     let now = clock.now();
-    let mut a: Engine<Mbuf> = Engine::new(config(1), now).unwrap();
-    let mut b: Engine<Mbuf> = Engine::new(config(2), now).unwrap();
+    let mut a: Engine<Mbuf> = Engine::new(engine_config(1), now).unwrap();
+    let mut b: Engine<Mbuf> = Engine::new(engine_config(2), now).unwrap();
     let (ca, _cb) = connect(now, &mut a, &mut b, &PairSpec::default()).unwrap();
     // Two lcore loops, turned in turn on this thread, one TSC clock.
     let mut la = Lcore::new(a, pa, clock);
@@ -160,16 +58,7 @@ fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted(
     // 300 transactions: pushes of 1..=4000 bytes, pulls of 1..=4000.
     let mut initiator = Initiator {
         connection: ca,
-        backlog: (0..300u64)
-            .map(|tag| {
-                let len = 1 + (tag as usize * 733) % 4000;
-                if tag % 3 == 2 {
-                    Transaction::pull(tag, len as u16)
-                } else {
-                    Transaction::push(tag, push_bytes(len))
-                }
-            })
-            .collect(),
+        backlog: backlog(),
         pull_lengths: HashMap::new(),
         done: 0,
         pulled_bytes: 0,
@@ -188,10 +77,7 @@ fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted(
     let (pushed_bytes, pulled_bytes) = (target.pushed_bytes, initiator.pulled_bytes);
     let (a, b) = (&la.engine, &lb.engine);
     let (pa, pb) = (&la.port, &lb.port);
-    let expected_push: usize = (0..300u64)
-        .filter(|t| t % 3 != 2)
-        .map(|t| 1 + (t as usize * 733) % 4000)
-        .sum();
+    let expected_push = backlog_push_bytes();
     assert_eq!(pushed_bytes, expected_push);
     assert!(pulled_bytes > 0);
     let (sa, sb) = (a.stats(), b.stats());
