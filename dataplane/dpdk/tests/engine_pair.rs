@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use falcon_core::api::*;
 use falcon_dpdk::clock::TscClock;
-use falcon_dpdk::eal::Eal;
 use falcon_dpdk::ethdev::{EthPort, PortConfig};
 use falcon_dpdk::mbuf::Mbuf;
 use falcon_dpdk::mempool::Mempool;
@@ -22,20 +21,7 @@ use common::{backlog, backlog_push_bytes, engine_config, Initiator, Target, DATA
 
 #[test]
 fn pushes_and_pulls_complete_over_ring_ports_with_every_byte_and_mbuf_accounted() {
-    let prefix = format!("--file-prefix=falcon-dpdk-pair-{}", std::process::id());
-    let eal = Eal::init(&[
-        "--no-huge",
-        "-m",
-        "256",
-        "--no-pci",
-        "--no-shconf",
-        "--no-telemetry",
-        &prefix,
-        "-l",
-        "0",
-        "--log-level=lib.eal:error",
-    ])
-    .expect("EAL up");
+    let eal = common::eal("pair", "0");
     let pool: &'static Mempool = Box::leak(Box::new(
         Mempool::new(eal, "pair_pool", 8191, 64, DATA_ROOM).unwrap(),
     ));

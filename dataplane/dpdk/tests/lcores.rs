@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use falcon_core::api::*;
 use falcon_dpdk::clock::TscClock;
-use falcon_dpdk::eal::Eal;
 use falcon_dpdk::ethdev::{EthPort, PortConfig};
 use falcon_dpdk::lcore::{current, launch, workers};
 use falcon_dpdk::mbuf::Mbuf;
@@ -23,20 +22,7 @@ use common::{backlog, backlog_push_bytes, engine_config, Initiator, Target, DATA
 
 #[test]
 fn closures_and_an_engine_loop_run_on_a_worker_lcore_beside_the_main_one() {
-    let prefix = format!("--file-prefix=falcon-dpdk-lcores-{}", std::process::id());
-    let eal = Eal::init(&[
-        "--no-huge",
-        "-m",
-        "256",
-        "--no-pci",
-        "--no-shconf",
-        "--no-telemetry",
-        &prefix,
-        "-l",
-        "0-1",
-        "--log-level=lib.eal:error",
-    ])
-    .expect("EAL up");
+    let eal = common::eal("lcores", "0-1");
     assert_eq!(current(), 0, "the test runs on the main lcore");
     let lcores = workers(eal);
     assert_eq!(lcores, [1]);

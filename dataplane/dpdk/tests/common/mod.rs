@@ -4,7 +4,27 @@
 use std::collections::{HashMap, VecDeque};
 
 use falcon_core::api::*;
+use falcon_dpdk::eal::Eal;
 use falcon_dpdk::mbuf::Mbuf;
+
+/// The test binary's EAL: no hugepages, no PCI, 256 MiB, on `lcores`
+/// (`-l`), its runtime files under a prefix of `name` and the process id.
+pub fn eal(name: &str, lcores: &str) -> &'static Eal {
+    let prefix = format!("--file-prefix=falcon-dpdk-{name}-{}", std::process::id());
+    Eal::init(&[
+        "--no-huge",
+        "-m",
+        "256",
+        "--no-pci",
+        "--no-shconf",
+        "--no-telemetry",
+        &prefix,
+        "-l",
+        lcores,
+        "--log-level=lib.eal:error",
+    ])
+    .expect("EAL up")
+}
 
 /// Headroom (DPDK's default) plus the largest frame the test sends.
 pub const DATA_ROOM: u16 = 128 + 4352;
