@@ -14,6 +14,7 @@ pub mod memory;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
+pub mod udp;
 
 use cli::{BenchCommand, Cli, Command, PcapCommand, PspCommand};
 use error::Result;
