@@ -39,6 +39,134 @@ pub enum Command {
     /// measured in the same run on the same core.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// One side of a two-process run: an initiator or a target engine on a
+    /// port (the kernel UDP socket here), its connection to the peer set up
+    /// over a TCP control channel, PSP on. The initiator runs the workload
+    /// (`verify`: pushes and pulls of many sizes, every byte checked on
+    /// both sides; `bulk`: push goodput; `rr`: request/response rate and
+    /// latency) and tells the target when it is done; both print a summary
+    /// (`--json`: one object). A stats line a second goes to stderr. Exits
+    /// 1 if anything failed verification or the two sides' byte counts
+    /// differ.
+    Node(NodeArgs),
+}
+
+/// `falcon node`: one side of a two-process run.
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// Which side: the initiator connects to the target's control address
+    /// and runs the workload; the target listens and answers.
+    #[arg(long, value_enum)]
+    pub role: NodeRole,
+    /// The port the engine runs on: `udp`, a kernel UDP socket (the
+    /// engine's frames as UDP payload, PSP header onward).
+    #[arg(long, value_enum, default_value_t = PortKind::Udp)]
+    pub port: PortKind,
+    /// This node's UDP socket address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub bind: std::net::SocketAddr,
+    /// The peer's UDP socket address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub peer: std::net::SocketAddr,
+    /// The control channel (TCP): the target listens on it, the initiator
+    /// connects to it. Carries the connection setup (CIDs, addresses, PSP
+    /// SPIs and SA keys, in clear: loopback and trusted networks only) and
+    /// the end of the run.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub control: std::net::SocketAddr,
+    /// Pin this process to CPU core N.
+    #[arg(long, value_name = "N")]
+    pub core: Option<usize>,
+    /// What the initiator runs (the target answers whatever comes).
+    #[arg(long, value_enum, default_value_t = NodeWorkload::Verify)]
+    pub workload: NodeWorkload,
+    /// Data bytes per transaction [verify: the largest, default 4000;
+    /// bulk: default the largest a frame carries; rr: default 4096].
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Ops the initiator keeps outstanding (an rr op is a push and a pull)
+    /// [default 64; rr 100].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub inflight: Option<u32>,
+    /// Transactions of the verify workload.
+    #[arg(long, default_value_t = 20_000)]
+    pub transactions: u64,
+    /// Fraction of frames this node's port drops on transmit (seeded; 0.01
+    /// = 1 %; at most 0.5).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// bulk and rr: seconds to measure (default 5). verify: a limit. The
+    /// target: give up after this long without the initiator's end.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// PSP encryption of every frame.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub psp: OnOff,
+    /// Swift's base target delay, µs. The kernel's UDP path adds tens of
+    /// µs each way that a DPDK port does not, above Swift's 25 µs default.
+    #[arg(long, value_name = "US", default_value_t = 200.0)]
+    pub target_delay_us: f64,
+    /// Smallest retransmit timeout (and the initial one), µs. A process
+    /// preempted for a scheduler tick must not look like loss.
+    #[arg(long, value_name = "US", default_value_t = 10_000.0)]
+    pub min_rto_us: f64,
+    /// No stats lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A side of `falcon node`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NodeRole {
+    Initiator,
+    Target,
+}
+
+impl NodeRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeRole::Initiator => "initiator",
+            NodeRole::Target => "target",
+        }
+    }
+}
+
+/// The initiator's workload of `falcon node`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NodeWorkload {
+    /// Pushes and pulls (every third) of 1..=--size bytes, all checked.
+    Verify,
+    /// Pushes of --size flat out: goodput.
+    Bulk,
+    /// A push of --size then a pull of --size per op: ops/s and latency.
+    Rr,
+}
+
+impl NodeWorkload {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeWorkload::Verify => "verify",
+            NodeWorkload::Bulk => "bulk",
+            NodeWorkload::Rr => "rr",
+        }
+    }
+}
+
+/// The port a node runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PortKind {
+    /// A kernel UDP socket.
+    Udp,
+}
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// `falcon demo`. Values come from the embedded default, then `--config`,

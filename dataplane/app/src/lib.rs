@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod cm;
 pub mod cmd;
 pub mod democfg;
 pub mod error;
@@ -47,6 +48,24 @@ pub fn run(cli: Cli) -> Result<()> {
                         .first()
                         .map(String::as_str)
                         .unwrap_or("incomplete run")
+                )))
+            }
+        }
+        Command::Node(args) => {
+            let report = cmd::node::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+            } else {
+                cmd::node::print_text(&report);
+            }
+            if report.ok {
+                Ok(())
+            } else {
+                Err(error::AppError::Failed(format!(
+                    "node {}: {} failures; first: {}",
+                    report.role,
+                    report.failures,
+                    report.first_failure.as_deref().unwrap_or("none named")
                 )))
             }
         }

@@ -7,6 +7,7 @@ pub mod bench_psp;
 pub mod bench_rue;
 pub mod bench_scale;
 pub mod demo;
+pub mod node;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod psp_tool;

@@ -1,0 +1,694 @@
+//! `falcon node`: one side of a two-process run (issue #25, items 5 and 7).
+//!
+//! Layer: application. Owns the assembly of one node: the engine (PSP on
+//! by default, fresh master keys from the OS), the port (the kernel UDP
+//! port, wrapped in the seeded fault injector when `--loss` is given), the
+//! connection set up with the peer over the control channel
+//! ([`crate::cm`]), the lcore loop ([`falcon_core::api::Lcore`]) with the
+//! workload's ULP ([`workload`]), a stats line a second on stderr and the
+//! summary. The initiator runs the workload and tells the target over the
+//! control channel when it is done; the target answers with its own
+//! counts, which the initiator checks against its own and reports beside
+//! them.
+
+pub mod workload;
+
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::time::{Duration, Instant};
+
+use falcon_core::api::{
+    Clock, ConnectionId, DeliveryConfig, DestinationFunction, Engine, EngineConfig,
+    EthernetAddress, FrameBuf, Lcore, Port, PspConfig, RueMode, SystemClock,
+};
+use falcon_core::testing::{FaultInjector, Faults};
+use psp::{MasterKey, MasterKeys, Version};
+use rue::{ProfileConfig, Profiles, SwiftConfig};
+use serde::Serialize;
+
+use self::workload::{Initiator, Pattern, Target, Workload, HEADER_LEN};
+use crate::cli::{NodeArgs, NodeRole, NodeWorkload, OnOff, PortKind};
+use crate::cm::{self, Channel, Local, Message};
+use crate::error::{AppError, Result};
+use crate::udp::{UdpPeer, UdpPort, UdpPortConfig, UdpPortStats};
+
+/// How long the sides wait for each other to come up.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// An initiator with transactions outstanding and none completing for this
+/// long gives up.
+const STALL: Duration = Duration::from_secs(10);
+
+/// What one node did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub role: &'static str,
+    pub workload: &'static str,
+    pub port: &'static str,
+    pub psp: bool,
+    pub core: Option<usize>,
+    pub bind: SocketAddr,
+    pub peer: SocketAddr,
+    /// Measured time: from the connection's setup to the end of the
+    /// workload (bulk, rr: the `--seconds` window; verify: the whole run).
+    pub seconds: f64,
+    /// Data bytes per transaction (verify: the largest).
+    pub size: usize,
+    pub inflight: usize,
+    /// Injected loss at this node's port, each direction it sends.
+    pub loss: f64,
+    /// Completions (initiator) or requests (target).
+    pub transactions: u64,
+    /// Ops (an rr op is a push and a pull).
+    pub ops: u64,
+    /// Push data bytes: acknowledged (initiator), verified (target).
+    pub push_bytes: u64,
+    /// Pull data bytes: verified (initiator), served (target).
+    pub pull_bytes: u64,
+    /// Bytes this node checked against the pattern itself.
+    pub verified_bytes: u64,
+    /// Push and pull data bytes in the measured time, Gbit/s.
+    pub goodput_gbps: f64,
+    /// Ops completed per second in the measured time.
+    pub ops_per_s: f64,
+    /// Op latency (rr: push submitted to pull completed), initiator only.
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub latency_max_us: f64,
+    pub failures: u64,
+    pub first_failure: Option<String>,
+    pub retransmissions: u64,
+    /// Of them, on a retransmit timeout.
+    pub retransmissions_timeout: u64,
+    /// Round-trip time the engine measured (Falcon's t1..t4), average and
+    /// least, µs.
+    pub rtt_avg_us: f64,
+    pub rtt_min_us: f64,
+    /// The fabric window's range over the run, packets.
+    pub fcwnd_min: f64,
+    pub fcwnd_max: f64,
+    pub drops: u64,
+    pub drops_by_reason: serde_json::Map<String, serde_json::Value>,
+    /// Frames the fault injector dropped on transmit.
+    pub injected_losses: u64,
+    pub udp: UdpPortStats,
+    /// The target's report, as it sent it back (initiator only).
+    pub peer_report: Option<serde_json::Value>,
+    /// No failure, and (verify) both sides counted the same bytes.
+    pub ok: bool,
+    pub build: &'static str,
+}
+
+const BUILD: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
+
+/// The engine addresses of each role (the UDP port maps them to sockets).
+fn addresses(role: NodeRole) -> (IpAddr, EthernetAddress, u32) {
+    match role {
+        NodeRole::Initiator => (
+            IpAddr::from([10, 0, 0, 1]),
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            0x10,
+        ),
+        NodeRole::Target => (
+            IpAddr::from([10, 0, 0, 2]),
+            EthernetAddress([2, 0, 0, 0, 0, 2]),
+            0x20,
+        ),
+    }
+}
+
+fn master_keys() -> Result<MasterKeys> {
+    let path = std::path::Path::new("/dev/urandom");
+    let mut bytes = [0u8; 64];
+    use std::io::Read;
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| AppError::io(path, e))?;
+    let half = |i: usize| -> [u8; 32] {
+        let mut k = [0u8; 32];
+        k.copy_from_slice(&bytes[i * 32..(i + 1) * 32]);
+        k
+    };
+    Ok(MasterKeys {
+        k0: MasterKey::new(half(0)),
+        k1: MasterKey::new(half(1)),
+    })
+}
+
+/// Falcon time unit (131.072 ns; DESIGN §4), in µs.
+const FALCON_UNIT_US: f64 = 0.131_072;
+
+/// Swift with a target delay and a least RTO for the kernel's network
+/// stack: its defaults (25 µs, 1 ms) are a NIC's. Over loopback UDP an
+/// idle round trip through two processes' sockets measures 12–110 µs
+/// here, and a process preempted by another on its core stalls for a
+/// scheduler tick (1–4 ms): under the defaults every such stall is a
+/// spurious timeout that cuts the window to its floor.
+fn swift_for_the_host_stack(args: &NodeArgs) -> Result<RueMode> {
+    let units = |us: f64, flag: &str| -> Result<u32> {
+        let units = (us / FALCON_UNIT_US).round();
+        if us.is_finite() && (1.0..=f64::from((1u32 << 24) - 1)).contains(&units) {
+            Ok(units as u32)
+        } else {
+            Err(AppError::Usage(format!(
+                "--{flag} {us}: 0.14 ..= 2 199 000 µs"
+            )))
+        }
+    };
+    let swift = SwiftConfig {
+        fabric_base_delay: units(args.target_delay_us, "target-delay-us")?,
+        min_retransmit_timeout: units(args.min_rto_us, "min-rto-us")?,
+        ..SwiftConfig::default()
+    };
+    let profiles = Profiles::new(&[ProfileConfig::Swift(swift)])
+        .map_err(|e| AppError::Usage(format!("swift: {}: {}", e.field, e.problem)))?;
+    Ok(RueMode::Profiles(Box::new(profiles)))
+}
+
+/// Pins this process to `core`.
+///
+/// # Errors
+///
+/// The core does not exist or may not be used.
+pub fn pin(core: usize) -> Result<()> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let mut set = CpuSet::new();
+    set.set(core)
+        .map_err(|e| AppError::Usage(format!("--core {core}: {e}")))?;
+    sched_setaffinity(Pid::from_raw(0), &set)
+        .map_err(|e| AppError::Usage(format!("--core {core}: sched_setaffinity: {e}")))
+}
+
+/// Runs one node to its end.
+///
+/// # Errors
+///
+/// Usage errors (bad flags, an address in use), setup failures (the peer
+/// never came, the offers disagree) and a stalled run; a run that ends
+/// with failures returns its report with `ok` false.
+pub fn run(args: &NodeArgs) -> Result<Report> {
+    if !(0.0..=0.5).contains(&args.loss) {
+        return Err(AppError::Usage(format!(
+            "--loss {}: in [0, 0.5]",
+            args.loss
+        )));
+    }
+    if let Some(s) = args.seconds {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(AppError::Usage(format!("--seconds {s}: must be positive")));
+        }
+    }
+    let PortKind::Udp = args.port;
+    if let Some(core) = args.core {
+        pin(core)?;
+    }
+    let (ip, mac, cid) = addresses(args.role);
+    let mut clock = SystemClock::new();
+    let now = clock.now();
+    let config = EngineConfig {
+        local_ip: ip,
+        local_mac: mac,
+        psp: match args.psp {
+            OnOff::On => Some(PspConfig::new(master_keys()?)),
+            OnOff::Off => None,
+        },
+        seed: u64::from(std::process::id()),
+        rue: swift_for_the_host_stack(args)?,
+        delivery: DeliveryConfig {
+            initial_rto: Duration::from_secs_f64(args.min_rto_us / 1e6),
+            ..DeliveryConfig::default()
+        },
+        ..EngineConfig::default()
+    };
+    let mut engine: Engine<FrameBuf, Pattern> = Engine::new(config, now)
+        .map_err(|e| AppError::Usage(format!("node: engine configuration: {e}")))?;
+    let max_data = engine.max_payload() - HEADER_LEN;
+    let (workload, size, inflight) = match args.workload {
+        NodeWorkload::Verify => (
+            Workload::Verify {
+                transactions: args.transactions,
+            },
+            args.size.unwrap_or(4000),
+            args.inflight.map_or(64, |n| n as usize),
+        ),
+        NodeWorkload::Bulk => (
+            Workload::Bulk,
+            args.size.unwrap_or(max_data),
+            args.inflight.map_or(64, |n| n as usize),
+        ),
+        NodeWorkload::Rr => (
+            Workload::Rr,
+            args.size.unwrap_or(4096),
+            args.inflight.map_or(100, |n| n as usize),
+        ),
+    };
+    if size == 0 || size > max_data {
+        return Err(AppError::Usage(format!(
+            "--size {size}: 1 ..= {max_data} bytes (one frame's payload less the {HEADER_LEN}-byte ULP header)"
+        )));
+    }
+    let socket = UdpSocket::bind(args.bind)
+        .map_err(|e| AppError::Usage(format!("--bind {}: {e}", args.bind)))?;
+    let local = Local {
+        role: args.role.name(),
+        cid: ConnectionId::truncating(cid),
+        ip,
+        mac,
+        function: DestinationFunction::truncating(cid),
+        version: Version::Aes128Gcm,
+        workload: args.workload.name().to_string(),
+    };
+    let failed = |e: String| AppError::Failed(format!("node {}: {e}", args.role.name()));
+    let (mut channel, ours, theirs) = match args.role {
+        NodeRole::Initiator => {
+            let ours =
+                cm::offer(&mut engine, &local, Some(cm::initiator_sequence())).map_err(failed)?;
+            let mut channel = Channel::connect(args.control, SETUP_TIMEOUT).map_err(failed)?;
+            channel
+                .send(&Message::Offer(ours.clone()))
+                .map_err(failed)?;
+            let theirs = match channel.recv(SETUP_TIMEOUT).map_err(failed)? {
+                Message::Offer(o) => o,
+                other => {
+                    return Err(failed(format!(
+                        "expected the target's offer, got {other:?}"
+                    )))
+                }
+            };
+            (channel, ours, theirs)
+        }
+        NodeRole::Target => {
+            let listener = TcpListener::bind(args.control)
+                .map_err(|e| AppError::Usage(format!("--control {}: {e}", args.control)))?;
+            let mut channel = Channel::accept(&listener, SETUP_TIMEOUT).map_err(failed)?;
+            let theirs = match channel.recv(SETUP_TIMEOUT).map_err(failed)? {
+                Message::Offer(o) => o,
+                other => {
+                    return Err(failed(format!(
+                        "expected the initiator's offer, got {other:?}"
+                    )))
+                }
+            };
+            let ours = cm::offer(&mut engine, &local, None).map_err(failed)?;
+            (channel, ours, theirs)
+        }
+    };
+    let connection = cm::add_connection(clock.now(), &mut engine, &ours, &theirs).map_err(|e| {
+        let _ = channel.send(&Message::Abort { reason: e.clone() });
+        failed(e)
+    })?;
+    if args.role == NodeRole::Target {
+        channel
+            .send(&Message::Offer(ours.clone()))
+            .map_err(failed)?;
+    }
+    let peer = UdpPeer {
+        socket: args.peer,
+        ip: theirs.ip,
+        mac: EthernetAddress(theirs.mac),
+    };
+    let port = UdpPort::new(
+        socket,
+        &[peer],
+        UdpPortConfig::new(ip, mac, engine.max_frame_len()),
+    )
+    .map_err(failed)?;
+    let pattern = Pattern::new(max_data);
+    let setup = Setup {
+        args,
+        workload,
+        size,
+        inflight,
+    };
+    if args.loss > 0.0 {
+        let faults = Faults {
+            loss_ppm: (args.loss * 1e6).round() as u32,
+            ..Faults::default()
+        };
+        let port = FaultInjector::new(port, faults, u64::from(std::process::id()));
+        drive(
+            Lcore::new(engine, port, clock),
+            connection,
+            pattern,
+            channel,
+            &setup,
+        )
+    } else {
+        drive(
+            Lcore::new(engine, port, clock),
+            connection,
+            pattern,
+            channel,
+            &setup,
+        )
+    }
+}
+
+struct Setup<'a> {
+    args: &'a NodeArgs,
+    workload: Workload,
+    size: usize,
+    inflight: usize,
+}
+
+/// The port under the loop, with or without injected loss.
+trait NodePort: Port<Buf = FrameBuf> {
+    fn udp(&self) -> &UdpPort;
+    fn injected_losses(&self) -> u64;
+}
+
+impl NodePort for UdpPort {
+    fn udp(&self) -> &UdpPort {
+        self
+    }
+    fn injected_losses(&self) -> u64 {
+        0
+    }
+}
+
+impl NodePort for FaultInjector<UdpPort> {
+    fn udp(&self) -> &UdpPort {
+        self.inner()
+    }
+    fn injected_losses(&self) -> u64 {
+        self.stats().lost
+    }
+}
+
+/// Counters a stats line shows the change of.
+#[derive(Debug, Clone, Copy, Default)]
+struct Progress {
+    bytes: u64,
+    ops: u64,
+    rx_datagrams: u64,
+    tx_datagrams: u64,
+    retransmissions: u64,
+    drops: u64,
+}
+
+fn stats_line(role: &str, elapsed: f64, now: Progress, then: Progress, dt: f64) {
+    let rate = |a: u64, b: u64| (a - b) as f64 / dt;
+    eprintln!(
+        "[{role} {elapsed:5.1} s] {:6.2} Gbit/s  {:8.1} k ops/s  rx {:7.1} k dgram/s  tx {:7.1} k dgram/s  retx {}  drops {}",
+        rate(now.bytes, then.bytes) * 8.0 / 1e9,
+        rate(now.ops, then.ops) / 1e3,
+        rate(now.rx_datagrams, then.rx_datagrams) / 1e3,
+        rate(now.tx_datagrams, then.tx_datagrams) / 1e3,
+        now.retransmissions - then.retransmissions,
+        now.drops - then.drops,
+    );
+}
+
+fn drive<P: NodePort>(
+    mut lcore: Lcore<P, SystemClock, Pattern>,
+    connection: falcon_core::api::ConnectionHandle,
+    pattern: Pattern,
+    mut channel: Channel,
+    setup: &Setup<'_>,
+) -> Result<Report> {
+    let args = setup.args;
+    let role = args.role.name();
+    let start = Instant::now();
+    let deadline = args.seconds.map(|s| start + Duration::from_secs_f64(s));
+    let mut next_line = start + Duration::from_secs(1);
+    let mut last_line = (start, Progress::default());
+    let progress = |lcore: &Lcore<P, SystemClock, Pattern>, bytes: u64, ops: u64| {
+        let s = lcore.engine.stats();
+        let u = lcore.port.udp().stats();
+        Progress {
+            bytes,
+            ops,
+            rx_datagrams: u.rx_datagrams,
+            tx_datagrams: u.tx_datagrams,
+            retransmissions: s.retransmissions,
+            drops: s.drops.total(),
+        }
+    };
+    let mut report = match args.role {
+        NodeRole::Initiator => {
+            let mut ulp = Initiator::new(
+                connection,
+                setup.workload,
+                pattern,
+                setup.size,
+                setup.inflight,
+            );
+            let mut measured: Option<(Instant, u64, u64)> = None;
+            let mut last_completion = (start, 0u64);
+            while !ulp.finished() {
+                lcore.turn(&mut ulp);
+                if lcore.turns % 16 != 0 {
+                    continue;
+                }
+                let t = Instant::now();
+                if ulp.completions != last_completion.1 {
+                    last_completion = (t, ulp.completions);
+                } else if t - last_completion.0 > STALL {
+                    let _ = channel.send(&Message::Abort {
+                        reason: "the initiator stalled".into(),
+                    });
+                    return Err(AppError::Failed(format!(
+                        "node initiator: no completion for {STALL:?} with {} transactions outstanding (engine {:?}, port {:?})",
+                        ulp.outstanding(),
+                        lcore.engine.stats(),
+                        lcore.port.udp().stats()
+                    )));
+                }
+                if deadline.is_some_and(|d| t >= d) && measured.is_none() {
+                    measured = Some((t, ulp.push_bytes + ulp.pull_bytes, ulp.ops));
+                    ulp.stop();
+                }
+                if t >= next_line && !args.quiet {
+                    let now = progress(&lcore, ulp.push_bytes + ulp.pull_bytes, ulp.ops);
+                    let dt = (t - last_line.0).as_secs_f64();
+                    stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
+                    last_line = (t, now);
+                    next_line += Duration::from_secs(1);
+                }
+            }
+            let (end, bytes, ops) =
+                measured.unwrap_or((Instant::now(), ulp.push_bytes + ulp.pull_bytes, ulp.ops));
+            let seconds = (end - start).as_secs_f64();
+            let us = |q: f64| ulp.latency.value_at_quantile(q) as f64 / 1e3;
+            let mut report = base_report(args, setup, &lcore, seconds);
+            report.transactions = ulp.completions;
+            report.ops = ulp.ops;
+            report.push_bytes = ulp.push_bytes;
+            report.pull_bytes = ulp.pull_bytes;
+            report.verified_bytes = ulp.pull_bytes;
+            report.goodput_gbps = bytes as f64 * 8.0 / seconds / 1e9;
+            report.ops_per_s = ops as f64 / seconds;
+            report.latency_p50_us = us(0.5);
+            report.latency_p99_us = us(0.99);
+            report.latency_max_us = ulp.latency.max() as f64 / 1e3;
+            report.failures = ulp.failures.count;
+            report.first_failure = ulp.failures.first.clone();
+            // The target's counts come back over the control channel.
+            let ours = serde_json::to_value(&report).unwrap_or_default();
+            channel
+                .send(&Message::Done { report: ours })
+                .map_err(|e| AppError::Failed(format!("node initiator: {e}")))?;
+            match channel.recv(SETUP_TIMEOUT) {
+                Ok(Message::Done { report: theirs }) => {
+                    let n = |key: &str| theirs[key].as_u64().unwrap_or(u64::MAX);
+                    if n("push_bytes") != report.push_bytes || n("pull_bytes") != report.pull_bytes
+                    {
+                        report.failures += 1;
+                        report.first_failure.get_or_insert_with(|| {
+                            format!(
+                                "the target counted {} push and {} pull bytes, the initiator {} and {}",
+                                n("push_bytes"),
+                                n("pull_bytes"),
+                                report.push_bytes,
+                                report.pull_bytes
+                            )
+                        });
+                    }
+                    if n("failures") != 0 {
+                        report.failures += 1;
+                        report.first_failure.get_or_insert_with(|| {
+                            format!("the target failed: {}", theirs["first_failure"])
+                        });
+                    }
+                    report.peer_report = Some(theirs);
+                }
+                Ok(other) => {
+                    return Err(AppError::Failed(format!(
+                        "node initiator: expected the target's summary, got {other:?}"
+                    )))
+                }
+                Err(e) => return Err(AppError::Failed(format!("node initiator: {e}"))),
+            }
+            report
+        }
+        NodeRole::Target => {
+            let mut ulp = Target::new(pattern);
+            let mut next_poll = start;
+            let theirs = loop {
+                lcore.turn(&mut ulp);
+                if lcore.turns % 16 != 0 {
+                    continue;
+                }
+                let t = Instant::now();
+                if t >= next_poll {
+                    next_poll = t + Duration::from_millis(1);
+                    match channel.try_recv() {
+                        Ok(None) => {}
+                        Ok(Some(Message::Done { report })) => break Some(report),
+                        Ok(Some(Message::Abort { reason })) => {
+                            return Err(AppError::Failed(format!(
+                                "node target: the initiator gave up: {reason}"
+                            )))
+                        }
+                        Ok(Some(other)) => {
+                            return Err(AppError::Failed(format!(
+                                "node target: unexpected {other:?}"
+                            )))
+                        }
+                        Err(e) => return Err(AppError::Failed(format!("node target: {e}"))),
+                    }
+                }
+                if deadline.is_some_and(|d| t >= d) {
+                    break None;
+                }
+                if t >= next_line && !args.quiet {
+                    let now = progress(&lcore, ulp.push_bytes + ulp.pull_bytes, ulp.requests);
+                    let dt = (t - last_line.0).as_secs_f64();
+                    stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
+                    last_line = (t, now);
+                    next_line += Duration::from_secs(1);
+                }
+            };
+            let seconds = theirs
+                .as_ref()
+                .and_then(|r| r["seconds"].as_f64())
+                .unwrap_or_else(|| start.elapsed().as_secs_f64());
+            let mut report = base_report(args, setup, &lcore, seconds);
+            report.transactions = ulp.requests;
+            report.ops = ulp.requests;
+            report.push_bytes = ulp.push_bytes;
+            report.pull_bytes = ulp.pull_bytes;
+            report.verified_bytes = ulp.push_bytes;
+            report.goodput_gbps = (ulp.push_bytes + ulp.pull_bytes) as f64 * 8.0
+                / start.elapsed().as_secs_f64()
+                / 1e9;
+            report.ops_per_s = ulp.requests as f64 / start.elapsed().as_secs_f64();
+            report.failures = ulp.failures.count;
+            report.first_failure = ulp.failures.first.clone();
+            if theirs.is_none() {
+                report.failures += 1;
+                report.first_failure.get_or_insert_with(|| {
+                    "--seconds passed before the initiator said it was done".into()
+                });
+            } else {
+                let ours = serde_json::to_value(&report).unwrap_or_default();
+                channel
+                    .send(&Message::Done { report: ours })
+                    .map_err(|e| AppError::Failed(format!("node target: {e}")))?;
+            }
+            report
+        }
+    };
+    report.ok = report.failures == 0;
+    Ok(report)
+}
+
+fn base_report<P: NodePort>(
+    args: &NodeArgs,
+    setup: &Setup<'_>,
+    lcore: &Lcore<P, SystemClock, Pattern>,
+    seconds: f64,
+) -> Report {
+    let stats = lcore.engine.stats();
+    Report {
+        role: args.role.name(),
+        workload: args.workload.name(),
+        port: "udp",
+        psp: args.psp == OnOff::On,
+        core: args.core,
+        bind: args.bind,
+        peer: args.peer,
+        seconds,
+        size: setup.size,
+        inflight: setup.inflight,
+        loss: args.loss,
+        transactions: 0,
+        ops: 0,
+        push_bytes: 0,
+        pull_bytes: 0,
+        verified_bytes: 0,
+        goodput_gbps: 0.0,
+        ops_per_s: 0.0,
+        latency_p50_us: 0.0,
+        latency_p99_us: 0.0,
+        latency_max_us: 0.0,
+        failures: 0,
+        first_failure: None,
+        retransmissions: stats.retransmissions,
+        retransmissions_timeout: stats.retransmissions_timeout,
+        rtt_avg_us: if stats.rtt_samples == 0 {
+            0.0
+        } else {
+            stats.rtt_sum.as_secs_f64() * 1e6 / stats.rtt_samples as f64
+        },
+        rtt_min_us: stats.rtt_min.as_secs_f64() * 1e6,
+        fcwnd_min: stats.fcwnd_min,
+        fcwnd_max: stats.fcwnd_max,
+        drops: stats.drops.total(),
+        drops_by_reason: stats
+            .drops
+            .iter()
+            .filter(|&(_, n)| n > 0)
+            .map(|(name, n)| (name.to_string(), n.into()))
+            .collect(),
+        injected_losses: lcore.port.injected_losses(),
+        udp: lcore.port.udp().stats(),
+        peer_report: None,
+        ok: false,
+        build: BUILD,
+    }
+}
+
+/// The summary in text.
+pub fn print_text(r: &Report) {
+    println!(
+        "node {} ({} over {}, PSP {}): {:.2} s, {} transactions, {} ops",
+        r.role,
+        r.workload,
+        r.port,
+        if r.psp { "on" } else { "off" },
+        r.seconds,
+        r.transactions,
+        r.ops
+    );
+    println!(
+        "  verified {} bytes here; push {} B, pull {} B; {:.2} Gbit/s, {:.0} ops/s",
+        r.verified_bytes, r.push_bytes, r.pull_bytes, r.goodput_gbps, r.ops_per_s
+    );
+    if r.role == "initiator" {
+        println!(
+            "  latency p50 {:.1} us, p99 {:.1} us, max {:.1} us",
+            r.latency_p50_us, r.latency_p99_us, r.latency_max_us
+        );
+    }
+    println!(
+        "  retransmissions {}, drops {} {:?}, injected losses {}",
+        r.retransmissions, r.drops, r.drops_by_reason, r.injected_losses
+    );
+    println!(
+        "  udp: rx {} datagrams ({} truncated, {} unknown), tx {} ({} errors, {} unroutable)",
+        r.udp.rx_datagrams,
+        r.udp.rx_truncated,
+        r.udp.rx_unknown_source,
+        r.udp.tx_datagrams,
+        r.udp.tx_errors,
+        r.udp.tx_unroutable
+    );
+    match &r.first_failure {
+        None => println!("  ok"),
+        Some(f) => println!("  {} FAILURES; first: {f}", r.failures),
+    }
+}
