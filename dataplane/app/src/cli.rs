@@ -59,22 +59,36 @@ pub struct NodeArgs {
     #[arg(long, value_enum)]
     pub role: NodeRole,
     /// The port the engine runs on: `udp`, a kernel UDP socket (the
-    /// engine's frames as UDP payload, PSP header onward).
+    /// engine's frames as UDP payload, PSP header onward); `memif`, a DPDK
+    /// shared-memory interface between two processes on this host (the
+    /// target serves the socket, the initiator connects); `af-packet` or
+    /// `af-xdp`, a DPDK port on a kernel interface (`--iface`, e.g. one end
+    /// of a veth pair). The DPDK ports need a falcon built with
+    /// `--features dpdk`; each process is one EAL on `--core`.
     #[arg(long, value_enum, default_value_t = PortKind::Udp)]
     pub port: PortKind,
-    /// This node's UDP socket address.
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub bind: std::net::SocketAddr,
-    /// The peer's UDP socket address.
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub peer: std::net::SocketAddr,
+    /// This node's UDP socket address (`--port udp`).
+    #[arg(long, value_name = "ADDR:PORT", required_if_eq("port", "udp"))]
+    pub bind: Option<std::net::SocketAddr>,
+    /// The peer's UDP socket address (`--port udp`).
+    #[arg(long, value_name = "ADDR:PORT", required_if_eq("port", "udp"))]
+    pub peer: Option<std::net::SocketAddr>,
+    /// The memif control socket (`--port memif`): the target creates it,
+    /// the initiator connects to it.
+    #[arg(long, value_name = "PATH", default_value = "/tmp/falcon-node-memif.sock")]
+    pub socket: std::path::PathBuf,
+    /// The kernel interface of `--port af-packet` / `af-xdp`.
+    #[arg(long, value_name = "NAME", required_if_eq_any([("port", "af-packet"), ("port", "af-xdp")]))]
+    pub iface: Option<String>,
     /// The control channel (TCP): the target listens on it, the initiator
     /// connects to it. Carries the connection setup (CIDs, addresses, PSP
     /// SPIs and SA keys, in clear: loopback and trusted networks only) and
     /// the end of the run.
     #[arg(long, value_name = "ADDR:PORT")]
     pub control: std::net::SocketAddr,
-    /// Pin this process to CPU core N.
+    /// Pin this process to CPU core N (with a DPDK port: the EAL's one
+    /// lcore, default 0). Two polling processes on one core starve each
+    /// other: give each its own.
     #[arg(long, value_name = "N")]
     pub core: Option<usize>,
     /// What the initiator runs (the target answers whatever comes).
@@ -160,6 +174,24 @@ impl NodeWorkload {
 pub enum PortKind {
     /// A kernel UDP socket.
     Udp,
+    /// DPDK `net_memif` (shared memory between two processes).
+    Memif,
+    /// DPDK `net_af_packet` on `--iface`.
+    AfPacket,
+    /// DPDK `net_af_xdp` on `--iface`.
+    AfXdp,
+}
+
+impl PortKind {
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PortKind::Udp => "udp",
+            PortKind::Memif => "memif",
+            PortKind::AfPacket => "af-packet",
+            PortKind::AfXdp => "af-xdp",
+        }
+    }
 }
 
 /// On or off.

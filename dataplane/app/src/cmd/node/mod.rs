@@ -11,14 +11,18 @@
 //! counts, which the initiator checks against its own and reports beside
 //! them.
 
+mod dpdk;
 pub mod workload;
+
+pub use dpdk::DpdkCounters;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::time::{Duration, Instant};
 
 use falcon_core::api::{
-    Clock, ConnectionId, DeliveryConfig, DestinationFunction, Engine, EngineConfig,
-    EthernetAddress, FrameBuf, Lcore, Port, PspConfig, RueMode, SystemClock,
+    Clock, ConnectionHandle, ConnectionId, DeliveryConfig, DestinationFunction, Engine,
+    EngineConfig, EthernetAddress, FrameBuf, Lcore, PacketBuf, Port, PspConfig, RueMode,
+    SystemClock, Timestamp,
 };
 use falcon_core::testing::{FaultInjector, Faults};
 use psp::{MasterKey, MasterKeys, Version};
@@ -45,8 +49,8 @@ pub struct Report {
     pub port: &'static str,
     pub psp: bool,
     pub core: Option<usize>,
-    pub bind: SocketAddr,
-    pub peer: SocketAddr,
+    pub bind: Option<SocketAddr>,
+    pub peer: Option<SocketAddr>,
     /// Measured time: from the connection's setup to the end of the
     /// workload (bulk, rr: the `--seconds` window; verify: the whole run).
     pub seconds: f64,
@@ -89,7 +93,12 @@ pub struct Report {
     pub drops_by_reason: serde_json::Map<String, serde_json::Value>,
     /// Frames the fault injector dropped on transmit.
     pub injected_losses: u64,
-    pub udp: UdpPortStats,
+    /// The UDP port's counters (`--port udp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpPortStats>,
+    /// The DPDK port's counters (`--port memif|af-packet|af-xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dpdk: Option<DpdkCounters>,
     /// The target's report, as it sent it back (initiator only).
     pub peer_report: Option<serde_json::Value>,
     /// No failure, and (verify) both sides counted the same bytes.
@@ -201,16 +210,61 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
             return Err(AppError::Usage(format!("--seconds {s}: must be positive")));
         }
     }
-    let PortKind::Udp = args.port;
+    match args.port {
+        PortKind::Udp => run_udp(args),
+        PortKind::Memif | PortKind::AfPacket | PortKind::AfXdp => dpdk::run(args),
+    }
+}
+
+/// The node over the kernel UDP port.
+fn run_udp(args: &NodeArgs) -> Result<Report> {
+    let (Some(bind), Some(peer)) = (args.bind, args.peer) else {
+        return Err(AppError::Usage(
+            "--port udp needs --bind and --peer".into(),
+        ));
+    };
     if let Some(core) = args.core {
         pin(core)?;
     }
-    let (ip, mac, cid) = addresses(args.role);
+    let (ip, mac, _) = addresses(args.role);
     let mut clock = SystemClock::new();
-    let now = clock.now();
+    let mut engine: Engine<FrameBuf, Pattern> = new_engine(args, ip, mac, None, clock.now())?;
+    let setup = Setup::new(args, &engine)?;
+    let socket =
+        UdpSocket::bind(bind).map_err(|e| AppError::Usage(format!("--bind {bind}: {e}")))?;
+    let (channel, connection, theirs) = set_up_connection(args, &mut engine, &mut clock, ip, mac)?;
+    let peer = UdpPeer {
+        socket: peer,
+        ip: theirs.ip,
+        mac: EthernetAddress(theirs.mac),
+    };
+    let port = UdpPort::new(
+        socket,
+        &[peer],
+        UdpPortConfig::new(ip, mac, engine.max_frame_len()),
+    )
+    .map_err(|e| failed(args, e))?;
+    drive_with_faults(args, engine, port, clock, connection, channel, &setup)
+}
+
+fn failed(args: &NodeArgs, e: String) -> AppError {
+    AppError::Failed(format!("node {}: {e}", args.role.name()))
+}
+
+/// The engine of this node: PSP on (fresh master keys) unless `--psp off`,
+/// Swift set for the path.
+fn new_engine<B: PacketBuf>(
+    args: &NodeArgs,
+    ip: IpAddr,
+    mac: EthernetAddress,
+    max_frame_len: Option<usize>,
+    now: Timestamp,
+) -> Result<Engine<B, Pattern>> {
+    let defaults = EngineConfig::default();
     let config = EngineConfig {
         local_ip: ip,
         local_mac: mac,
+        max_frame_len: max_frame_len.unwrap_or(defaults.max_frame_len),
         psp: match args.psp {
             OnOff::On => Some(PspConfig::new(master_keys()?)),
             OnOff::Off => None,
@@ -221,37 +275,23 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
             initial_rto: Duration::from_secs_f64(args.min_rto_us / 1e6),
             ..DeliveryConfig::default()
         },
-        ..EngineConfig::default()
+        ..defaults
     };
-    let mut engine: Engine<FrameBuf, Pattern> = Engine::new(config, now)
-        .map_err(|e| AppError::Usage(format!("node: engine configuration: {e}")))?;
-    let max_data = engine.max_payload() - HEADER_LEN;
-    let (workload, size, inflight) = match args.workload {
-        NodeWorkload::Verify => (
-            Workload::Verify {
-                transactions: args.transactions,
-            },
-            args.size.unwrap_or(4000),
-            args.inflight.map_or(64, |n| n as usize),
-        ),
-        NodeWorkload::Bulk => (
-            Workload::Bulk,
-            args.size.unwrap_or(max_data),
-            args.inflight.map_or(64, |n| n as usize),
-        ),
-        NodeWorkload::Rr => (
-            Workload::Rr,
-            args.size.unwrap_or(4096),
-            args.inflight.map_or(100, |n| n as usize),
-        ),
-    };
-    if size == 0 || size > max_data {
-        return Err(AppError::Usage(format!(
-            "--size {size}: 1 ..= {max_data} bytes (one frame's payload less the {HEADER_LEN}-byte ULP header)"
-        )));
-    }
-    let socket = UdpSocket::bind(args.bind)
-        .map_err(|e| AppError::Usage(format!("--bind {}: {e}", args.bind)))?;
+    Engine::new(config, now)
+        .map_err(|e| AppError::Usage(format!("node: engine configuration: {e}")))
+}
+
+/// The connection with the peer, set up over the control channel: the
+/// channel (kept for the end of the run), the connection and the peer's
+/// offer.
+fn set_up_connection<B: PacketBuf, C: Clock>(
+    args: &NodeArgs,
+    engine: &mut Engine<B, Pattern>,
+    clock: &mut C,
+    ip: IpAddr,
+    mac: EthernetAddress,
+) -> Result<(Channel, ConnectionHandle, cm::Offer)> {
+    let (_, _, cid) = addresses(args.role);
     let local = Local {
         role: args.role.name(),
         cid: ConnectionId::truncating(cid),
@@ -261,11 +301,11 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
         version: Version::Aes128Gcm,
         workload: args.workload.name().to_string(),
     };
-    let failed = |e: String| AppError::Failed(format!("node {}: {e}", args.role.name()));
+    let failed = |e: String| failed(args, e);
     let (mut channel, ours, theirs) = match args.role {
         NodeRole::Initiator => {
             let ours =
-                cm::offer(&mut engine, &local, Some(cm::initiator_sequence())).map_err(failed)?;
+                cm::offer(engine, &local, Some(cm::initiator_sequence())).map_err(failed)?;
             let mut channel = Channel::connect(args.control, SETUP_TIMEOUT).map_err(failed)?;
             channel
                 .send(&Message::Offer(ours.clone()))
@@ -292,11 +332,11 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
                     )))
                 }
             };
-            let ours = cm::offer(&mut engine, &local, None).map_err(failed)?;
+            let ours = cm::offer(engine, &local, None).map_err(failed)?;
             (channel, ours, theirs)
         }
     };
-    let connection = cm::add_connection(clock.now(), &mut engine, &ours, &theirs).map_err(|e| {
+    let connection = cm::add_connection(clock.now(), engine, &ours, &theirs).map_err(|e| {
         let _ = channel.send(&Message::Abort { reason: e.clone() });
         failed(e)
     })?;
@@ -305,24 +345,26 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
             .send(&Message::Offer(ours.clone()))
             .map_err(failed)?;
     }
-    let peer = UdpPeer {
-        socket: args.peer,
-        ip: theirs.ip,
-        mac: EthernetAddress(theirs.mac),
-    };
-    let port = UdpPort::new(
-        socket,
-        &[peer],
-        UdpPortConfig::new(ip, mac, engine.max_frame_len()),
-    )
-    .map_err(failed)?;
-    let pattern = Pattern::new(max_data);
-    let setup = Setup {
-        args,
-        workload,
-        size,
-        inflight,
-    };
+    Ok((channel, connection, theirs))
+}
+
+/// The lcore loop over `port`, in the seeded fault injector when `--loss`
+/// is given.
+fn drive_with_faults<P, C>(
+    args: &NodeArgs,
+    engine: Engine<P::Buf, Pattern>,
+    port: P,
+    clock: C,
+    connection: ConnectionHandle,
+    channel: Channel,
+    setup: &Setup<'_>,
+) -> Result<Report>
+where
+    P: NodePort,
+    C: Clock,
+    FaultInjector<P>: NodePort<Buf = P::Buf>,
+{
+    let pattern = Pattern::new(setup.max_data);
     if args.loss > 0.0 {
         let faults = Faults {
             loss_ppm: (args.loss * 1e6).round() as u32,
@@ -334,7 +376,7 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
             connection,
             pattern,
             channel,
-            &setup,
+            setup,
         )
     } else {
         drive(
@@ -342,7 +384,7 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
             connection,
             pattern,
             channel,
-            &setup,
+            setup,
         )
     }
 }
@@ -352,29 +394,87 @@ struct Setup<'a> {
     workload: Workload,
     size: usize,
     inflight: usize,
+    /// Data bytes a frame carries past the ULP header.
+    max_data: usize,
 }
 
-/// The port under the loop, with or without injected loss.
-trait NodePort: Port<Buf = FrameBuf> {
-    fn udp(&self) -> &UdpPort;
+impl<'a> Setup<'a> {
+    /// The workload the flags ask for, its sizes checked against what a
+    /// frame of `engine` carries.
+    fn new<B: PacketBuf>(args: &'a NodeArgs, engine: &Engine<B, Pattern>) -> Result<Setup<'a>> {
+        let max_data = engine.max_payload() - HEADER_LEN;
+        let (workload, size, inflight) = match args.workload {
+            NodeWorkload::Verify => (
+                Workload::Verify {
+                    transactions: args.transactions,
+                },
+                args.size.unwrap_or(4000.min(max_data)),
+                args.inflight.map_or(64, |n| n as usize),
+            ),
+            NodeWorkload::Bulk => (
+                Workload::Bulk,
+                args.size.unwrap_or(max_data),
+                args.inflight.map_or(64, |n| n as usize),
+            ),
+            NodeWorkload::Rr => (
+                Workload::Rr,
+                args.size.unwrap_or(4096.min(max_data)),
+                args.inflight.map_or(100, |n| n as usize),
+            ),
+            NodeWorkload::RrPull => (
+                Workload::RrPull,
+                args.size.unwrap_or(4096.min(max_data)),
+                args.inflight.map_or(100, |n| n as usize),
+            ),
+        };
+        if size == 0 || size > max_data {
+            return Err(AppError::Usage(format!(
+                "--size {size}: 1 ..= {max_data} bytes (one frame's payload less the {HEADER_LEN}-byte ULP header)"
+            )));
+        }
+        Ok(Setup {
+            args,
+            workload,
+            size,
+            inflight,
+            max_data,
+        })
+    }
+}
+
+/// The port under the loop, with or without injected loss: what the stats
+/// line and the report read of it.
+pub(crate) trait NodePort: Port {
+    /// Frames received and sent (datagrams on the UDP port).
+    fn frames(&self) -> (u64, u64);
+    /// Frames the fault injector dropped.
     fn injected_losses(&self) -> u64;
+    /// The port's own counters, into the report.
+    fn report_into(&self, report: &mut Report);
 }
 
 impl NodePort for UdpPort {
-    fn udp(&self) -> &UdpPort {
-        self
+    fn frames(&self) -> (u64, u64) {
+        let u = self.stats();
+        (u.rx_datagrams, u.tx_datagrams)
     }
     fn injected_losses(&self) -> u64 {
         0
     }
+    fn report_into(&self, report: &mut Report) {
+        report.udp = Some(self.stats());
+    }
 }
 
-impl NodePort for FaultInjector<UdpPort> {
-    fn udp(&self) -> &UdpPort {
-        self.inner()
+impl<P: NodePort> NodePort for FaultInjector<P> {
+    fn frames(&self) -> (u64, u64) {
+        self.inner().frames()
     }
     fn injected_losses(&self) -> u64 {
         self.stats().lost
+    }
+    fn report_into(&self, report: &mut Report) {
+        self.inner().report_into(report);
     }
 }
 
@@ -383,8 +483,8 @@ impl NodePort for FaultInjector<UdpPort> {
 struct Progress {
     bytes: u64,
     ops: u64,
-    rx_datagrams: u64,
-    tx_datagrams: u64,
+    rx_frames: u64,
+    tx_frames: u64,
     retransmissions: u64,
     drops: u64,
 }
@@ -392,18 +492,18 @@ struct Progress {
 fn stats_line(role: &str, elapsed: f64, now: Progress, then: Progress, dt: f64) {
     let rate = |a: u64, b: u64| (a - b) as f64 / dt;
     eprintln!(
-        "[{role} {elapsed:5.1} s] {:6.2} Gbit/s  {:8.1} k ops/s  rx {:7.1} k dgram/s  tx {:7.1} k dgram/s  retx {}  drops {}",
+        "[{role} {elapsed:5.1} s] {:6.2} Gbit/s  {:8.1} k ops/s  rx {:7.1} k frames/s  tx {:7.1} k frames/s  retx {}  drops {}",
         rate(now.bytes, then.bytes) * 8.0 / 1e9,
         rate(now.ops, then.ops) / 1e3,
-        rate(now.rx_datagrams, then.rx_datagrams) / 1e3,
-        rate(now.tx_datagrams, then.tx_datagrams) / 1e3,
+        rate(now.rx_frames, then.rx_frames) / 1e3,
+        rate(now.tx_frames, then.tx_frames) / 1e3,
         now.retransmissions - then.retransmissions,
         now.drops - then.drops,
     );
 }
 
-fn drive<P: NodePort>(
-    mut lcore: Lcore<P, SystemClock, Pattern>,
+fn drive<P: NodePort, C: Clock>(
+    mut lcore: Lcore<P, C, Pattern>,
     connection: falcon_core::api::ConnectionHandle,
     pattern: Pattern,
     mut channel: Channel,
@@ -415,14 +515,14 @@ fn drive<P: NodePort>(
     let deadline = args.seconds.map(|s| start + Duration::from_secs_f64(s));
     let mut next_line = start + Duration::from_secs(1);
     let mut last_line = (start, Progress::default());
-    let progress = |lcore: &Lcore<P, SystemClock, Pattern>, bytes: u64, ops: u64| {
+    let progress = |lcore: &Lcore<P, C, Pattern>, bytes: u64, ops: u64| {
         let s = lcore.engine.stats();
-        let u = lcore.port.udp().stats();
+        let (rx_frames, tx_frames) = lcore.port.frames();
         Progress {
             bytes,
             ops,
-            rx_datagrams: u.rx_datagrams,
-            tx_datagrams: u.tx_datagrams,
+            rx_frames,
+            tx_frames,
             retransmissions: s.retransmissions,
             drops: s.drops.total(),
         }
@@ -451,10 +551,10 @@ fn drive<P: NodePort>(
                         reason: "the initiator stalled".into(),
                     });
                     return Err(AppError::Failed(format!(
-                        "node initiator: no completion for {STALL:?} with {} transactions outstanding (engine {:?}, port {:?})",
+                        "node initiator: no completion for {STALL:?} with {} transactions outstanding (engine {:?}, port frames rx/tx {:?})",
                         ulp.outstanding(),
                         lcore.engine.stats(),
-                        lcore.port.udp().stats()
+                        lcore.port.frames()
                     )));
                 }
                 if deadline.is_some_and(|d| t >= d) && measured.is_none() {
@@ -596,17 +696,17 @@ fn drive<P: NodePort>(
     Ok(report)
 }
 
-fn base_report<P: NodePort>(
+fn base_report<P: NodePort, C: Clock>(
     args: &NodeArgs,
     setup: &Setup<'_>,
-    lcore: &Lcore<P, SystemClock, Pattern>,
+    lcore: &Lcore<P, C, Pattern>,
     seconds: f64,
 ) -> Report {
     let stats = lcore.engine.stats();
-    Report {
+    let mut report = Report {
         role: args.role.name(),
         workload: args.workload.name(),
-        port: "udp",
+        port: args.port.name(),
         psp: args.psp == OnOff::On,
         core: args.core,
         bind: args.bind,
@@ -645,11 +745,14 @@ fn base_report<P: NodePort>(
             .map(|(name, n)| (name.to_string(), n.into()))
             .collect(),
         injected_losses: lcore.port.injected_losses(),
-        udp: lcore.port.udp().stats(),
+        udp: None,
+        dpdk: None,
         peer_report: None,
         ok: false,
         build: BUILD,
-    }
+    };
+    lcore.port.report_into(&mut report);
+    report
 }
 
 /// The summary in text.
@@ -678,15 +781,31 @@ pub fn print_text(r: &Report) {
         "  retransmissions {}, drops {} {:?}, injected losses {}",
         r.retransmissions, r.drops, r.drops_by_reason, r.injected_losses
     );
-    println!(
-        "  udp: rx {} datagrams ({} truncated, {} unknown), tx {} ({} errors, {} unroutable)",
-        r.udp.rx_datagrams,
-        r.udp.rx_truncated,
-        r.udp.rx_unknown_source,
-        r.udp.tx_datagrams,
-        r.udp.tx_errors,
-        r.udp.tx_unroutable
-    );
+    if let Some(u) = &r.udp {
+        println!(
+            "  udp: rx {} datagrams ({} truncated, {} unknown), tx {} ({} errors, {} unroutable)",
+            u.rx_datagrams,
+            u.rx_truncated,
+            u.rx_unknown_source,
+            u.tx_datagrams,
+            u.tx_errors,
+            u.tx_unroutable
+        );
+    }
+    if let Some(d) = &r.dpdk {
+        println!(
+            "  {} ({}): rx {} frames, tx {}; missed {}, rx errors {}, tx errors {}, no mbuf {}; pool empty {}",
+            d.device,
+            d.driver,
+            d.rx_frames,
+            d.tx_frames,
+            d.rx_missed,
+            d.rx_errors,
+            d.tx_errors,
+            d.rx_no_mbuf,
+            d.alloc_failures
+        );
+    }
     match &r.first_failure {
         None => println!("  ok"),
         Some(f) => println!("  {} FAILURES; first: {f}", r.failures),

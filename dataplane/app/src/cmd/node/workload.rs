@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use falcon_core::api::{
-    CompletionStatus, ConnectionHandle, DataSource, Engine, FrameBuf, Timestamp, Transaction,
+    CompletionStatus, ConnectionHandle, DataSource, Engine, PacketBuf, Timestamp, Transaction,
     TransactionKind, Ulp, UlpEvent, UlpHeader,
 };
 use hdrhistogram::Histogram;
@@ -273,8 +273,8 @@ impl Initiator {
     }
 }
 
-impl Ulp<FrameBuf, Pattern> for Initiator {
-    fn submit(&mut self, now: Timestamp, engine: &mut Engine<FrameBuf, Pattern>) {
+impl<B: PacketBuf> Ulp<B, Pattern> for Initiator {
+    fn submit(&mut self, now: Timestamp, engine: &mut Engine<B, Pattern>) {
         loop {
             let t = match self.pending.take() {
                 Some(t) => t,
@@ -308,8 +308,8 @@ impl Ulp<FrameBuf, Pattern> for Initiator {
     fn on_event(
         &mut self,
         now: Timestamp,
-        engine: &mut Engine<FrameBuf, Pattern>,
-        event: UlpEvent<FrameBuf, Pattern>,
+        engine: &mut Engine<B, Pattern>,
+        event: UlpEvent<B, Pattern>,
     ) {
         let c = match event {
             UlpEvent::Completion(c) => c,
@@ -390,14 +390,14 @@ impl Target {
     }
 }
 
-impl Ulp<FrameBuf, Pattern> for Target {
-    fn submit(&mut self, _now: Timestamp, _engine: &mut Engine<FrameBuf, Pattern>) {}
+impl<B: PacketBuf> Ulp<B, Pattern> for Target {
+    fn submit(&mut self, _now: Timestamp, _engine: &mut Engine<B, Pattern>) {}
 
     fn on_event(
         &mut self,
         now: Timestamp,
-        engine: &mut Engine<FrameBuf, Pattern>,
-        event: UlpEvent<FrameBuf, Pattern>,
+        engine: &mut Engine<B, Pattern>,
+        event: UlpEvent<B, Pattern>,
     ) {
         let r = match event {
             UlpEvent::Request(r) => r,

@@ -1,0 +1,194 @@
+//! `falcon node` on a DPDK port (issue #25, item 7): `net_memif` between
+//! two processes on this host, or `net_af_packet` / `net_af_xdp` on a
+//! kernel interface (one end of a veth pair, another network namespace at
+//! the other end).
+//!
+//! Layer: application. Each process is one EAL (no hugepages, no PCI, its
+//! own file prefix) whose one lcore is `--core`: the node's lcore loop runs
+//! on it, pinned. The engine takes the port's MAC address and a frame size
+//! the port carries: a memif buffer chain of up to 4352 bytes, the
+//! interface's MTU for af_packet and af_xdp (the kernel drops longer
+//! frames). The connection is set up over the control channel as on the
+//! UDP port; then the same workloads run over the same loop.
+
+use serde::Serialize;
+
+use super::Report;
+use crate::cli::NodeArgs;
+use crate::error::{AppError, Result};
+
+/// A DPDK port's counters in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct DpdkCounters {
+    /// The virtual device.
+    pub device: String,
+    /// Its PMD.
+    pub driver: String,
+    pub rx_frames: u64,
+    pub tx_frames: u64,
+    /// Frames the device had no descriptor or buffer for.
+    pub rx_missed: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_no_mbuf: u64,
+    /// The engine found the mbuf pool empty.
+    pub alloc_failures: u64,
+    /// Dropped by the port for a wrong checksum the device flagged.
+    pub rx_bad_ip_checksum: u64,
+    pub rx_bad_udp_checksum: u64,
+}
+
+#[cfg(not(feature = "dpdk"))]
+pub fn run(args: &NodeArgs) -> Result<Report> {
+    Err(AppError::Usage(format!(
+        "--port {}: this falcon was built without DPDK; build it with \
+         `cargo build --release --features dpdk` (DPDK 22.11 from scripts/setup.sh)",
+        args.port.name()
+    )))
+}
+
+#[cfg(feature = "dpdk")]
+pub use with_dpdk::run;
+
+#[cfg(feature = "dpdk")]
+mod with_dpdk {
+    use falcon_core::api::{Clock, Engine, EthernetAddress};
+    use falcon_dpdk::clock::TscClock;
+    use falcon_dpdk::eal::Eal;
+    use falcon_dpdk::ethdev::{EthPort, PortConfig};
+    use falcon_dpdk::mbuf::Mbuf;
+    use falcon_dpdk::mempool::Mempool;
+    use falcon_dpdk::port::DpdkPort;
+
+    use super::super::workload::Pattern;
+    use super::super::{
+        addresses, drive_with_faults, new_engine, set_up_connection, NodePort, Setup,
+    };
+    use super::*;
+    use crate::cli::{NodeRole, PortKind};
+
+    /// The largest frame over memif: a 4 KiB push with every header.
+    const MEMIF_MAX_FRAME: usize = 4352;
+    /// Ethernet header bytes on top of an interface's MTU.
+    const ETHERNET_HEADER: usize = 14;
+
+    pub fn run(args: &NodeArgs) -> Result<Report> {
+        let core = args.core.unwrap_or(0);
+        let role = args.role.name();
+        let (vdev, device, max_frame) = match args.port {
+            PortKind::Memif => {
+                let role = match args.role {
+                    NodeRole::Target => "server",
+                    NodeRole::Initiator => "client",
+                };
+                if args.role == NodeRole::Target {
+                    // A socket left by a run that was killed: the server
+                    // could not bind it.
+                    let _ = std::fs::remove_file(&args.socket);
+                }
+                (
+                    format!(
+                        "--vdev=net_memif0,role={role},socket={}",
+                        args.socket.display()
+                    ),
+                    "net_memif0",
+                    MEMIF_MAX_FRAME,
+                )
+            }
+            PortKind::AfPacket | PortKind::AfXdp => {
+                let iface = args.iface.as_deref().unwrap_or_default();
+                let mtu_path = format!("/sys/class/net/{iface}/mtu");
+                let mtu: usize = std::fs::read_to_string(&mtu_path)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .ok_or_else(|| {
+                        AppError::Usage(format!(
+                            "--iface {iface}: no such interface in this network namespace ({mtu_path})"
+                        ))
+                    })?;
+                let (pmd, device) = if args.port == PortKind::AfPacket {
+                    ("net_af_packet", "net_af_packet0")
+                } else {
+                    ("net_af_xdp", "net_af_xdp0")
+                };
+                (
+                    format!("--vdev={pmd}0,iface={iface}"),
+                    device,
+                    (mtu + ETHERNET_HEADER).min(MEMIF_MAX_FRAME),
+                )
+            }
+            PortKind::Udp => unreachable!("the UDP port is not a DPDK port"),
+        };
+        let failed = |e: falcon_dpdk::DpdkError| {
+            AppError::Failed(format!("node {role}: {}: {e}", args.port.name()))
+        };
+        let prefix = format!("--file-prefix=falcon-node-{role}-{}", std::process::id());
+        let lcore = core.to_string();
+        let eal = Eal::init(&[
+            "--no-huge",
+            "-m",
+            "256",
+            "--no-pci",
+            "--no-telemetry",
+            &prefix,
+            "-l",
+            &lcore,
+            "--log-level=lib.eal:error",
+            &vdev,
+        ])
+        .map_err(failed)?;
+        let result = (|| {
+            let data_room = u16::try_from(128 + max_frame).unwrap_or(u16::MAX);
+            let pool: &'static Mempool = Box::leak(Box::new(
+                Mempool::new(eal, "node_pool", 8191, 256, data_room).map_err(failed)?,
+            ));
+            let id = EthPort::id_by_name(eal, device).map_err(failed)?;
+            let eth = EthPort::start(eal, id, PortConfig::default(), pool).map_err(failed)?;
+            let mac = EthernetAddress(eth.mac_address().map_err(failed)?);
+            let port = DpdkPort::new(eth, 0, pool, max_frame);
+            let (ip, _, _) = addresses(args.role);
+            let mut clock = TscClock::new(eal);
+            let mut engine: Engine<Mbuf, Pattern> =
+                new_engine(args, ip, mac, Some(max_frame), clock.now())?;
+            let setup = Setup::new(args, &engine)?;
+            let (channel, connection, _) =
+                set_up_connection(args, &mut engine, &mut clock, ip, mac)?;
+            drive_with_faults(args, engine, port, clock, connection, channel, &setup)
+        })();
+        let _ = std::fs::remove_dir_all(eal.runtime_dir());
+        if args.port == PortKind::Memif && args.role == NodeRole::Target {
+            let _ = std::fs::remove_file(&args.socket);
+        }
+        result
+    }
+
+    impl NodePort for DpdkPort {
+        fn frames(&self) -> (u64, u64) {
+            self.eth()
+                .stats()
+                .map_or((0, 0), |s| (s.rx_packets, s.tx_packets))
+        }
+
+        fn injected_losses(&self) -> u64 {
+            0
+        }
+
+        fn report_into(&self, report: &mut Report) {
+            let eth = self.eth().stats().unwrap_or_default();
+            let own = self.stats();
+            report.dpdk = Some(DpdkCounters {
+                device: format!("port {}", self.eth().id()),
+                driver: self.eth().info().driver.clone(),
+                rx_frames: eth.rx_packets,
+                tx_frames: eth.tx_packets,
+                rx_missed: eth.rx_missed,
+                rx_errors: eth.rx_errors,
+                tx_errors: eth.tx_errors,
+                rx_no_mbuf: eth.rx_no_mbuf,
+                alloc_failures: own.alloc_failures + own.alloc_too_long,
+                rx_bad_ip_checksum: own.rx_bad_ip_checksum,
+                rx_bad_udp_checksum: own.rx_bad_udp_checksum,
+            });
+        }
+    }
+}
