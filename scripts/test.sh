@@ -43,7 +43,8 @@ cargo clippy -p falcon-dpdk --features dpdk --all-targets -- -D warnings
 cargo clippy -p falcon --features dpdk --all-targets -- -D warnings
 cargo test -p falcon-dpdk --features dpdk
 # `falcon bench pipeline` on two null ports, the binary built with DPDK.
-cargo test --release -p falcon --features dpdk --test bench_pipeline
+# One DPDK process at a time: each polls both cores.
+cargo test --release -p falcon --features dpdk --test bench_pipeline -- --test-threads=1
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins

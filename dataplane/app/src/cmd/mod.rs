@@ -9,5 +9,6 @@ pub mod bench_scale;
 pub mod demo;
 pub mod pcap_decode;
 pub mod pcap_sample;
+pub mod pipeline_falcon;
 pub mod psp_tool;
 mod slices;
