@@ -41,6 +41,7 @@ echo "== DPDK: the bindings and their wrappers on virtual devices"
 # and no PCI (each test binary is one process and one EAL).
 cargo clippy -p falcon-dpdk --features dpdk --all-targets -- -D warnings
 cargo clippy -p falcon --features dpdk --all-targets -- -D warnings
+# (testpmd_peer runs Debian's dpdk-testpmd on core 1 as the memif peer.)
 cargo test -p falcon-dpdk --features dpdk
 # `falcon bench pipeline` on two null ports, the binary built with DPDK.
 # One DPDK process at a time: each polls both cores.

@@ -119,7 +119,10 @@ impl Rig {
         } = set;
         let (engine, falcon) = if dpdk_first {
             let falcon = self.fed_over_dpdk(dpdk_target, clock, &recording)?;
-            (self.fed_from_memory(memory_target, clock, &recording)?, falcon)
+            (
+                self.fed_from_memory(memory_target, clock, &recording)?,
+                falcon,
+            )
         } else {
             let engine = self.fed_from_memory(memory_target, clock, &recording)?;
             (engine, self.fed_over_dpdk(dpdk_target, clock, &recording)?)
