@@ -41,9 +41,11 @@ echo "== DPDK: the bindings and their wrappers on virtual devices"
 # and no PCI (each test binary is one process and one EAL).
 cargo clippy -p falcon-dpdk --features dpdk --all-targets -- -D warnings
 cargo clippy -p falcon --features dpdk --all-targets -- -D warnings
+# (testpmd_peer runs Debian's dpdk-testpmd on core 1 as the memif peer.)
 cargo test -p falcon-dpdk --features dpdk
 # `falcon bench pipeline` on two null ports, the binary built with DPDK.
-cargo test --release -p falcon --features dpdk --test bench_pipeline
+# One DPDK process at a time: each polls both cores.
+cargo test --release -p falcon --features dpdk --test bench_pipeline -- --test-threads=1
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins

@@ -425,17 +425,44 @@ pub enum BenchCommand {
     Pipeline(BenchPipelineArgs),
 }
 
-/// `falcon bench pipeline`: the wrappers' cost against plain forwarding.
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+impl Switch {
+    /// `true` for on.
+    pub fn on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+/// `falcon bench pipeline`: what DPDK's I/O costs, in two ratios: the
+/// safe wrappers against plain forwarding, and a Falcon target fed over
+/// DPDK against the same target fed from memory.
 #[derive(Debug, Args)]
 pub struct BenchPipelineArgs {
-    /// Virtual devices to forward between: `net_null` (two null ports
+    /// Virtual devices of the forwarding ratio: `net_null` (two null ports
     /// that receive endless frames of `--size` bytes and drop what they
-    /// send: the I/O framework alone).
+    /// send: the I/O framework alone). The Falcon ratio always runs over a
+    /// `net_ring` pair (a generator lcore on one end, the target on the
+    /// other).
     #[arg(long, default_value = "net_null")]
     pub vdev: String,
-    /// Frame bytes.
+    /// Bytes: the frames forwarded, and the payload of each Push Data the
+    /// Falcon target receives (at most 4096 there).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(60..=9000))]
     pub size: u32,
+    /// PSP on the Falcon frames (sealed by the initiator, opened in place
+    /// by the target).
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub psp: Switch,
+    /// Rounds of the Falcon ratio (each records fresh frames, then runs
+    /// the memory-fed and the DPDK-fed target in alternating order).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub falcon_rounds: u32,
     /// Measuring time, seconds, cut into 10 slices alternating the two
     /// loops.
     #[arg(long, default_value_t = 2.0)]

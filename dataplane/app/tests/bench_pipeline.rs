@@ -1,7 +1,8 @@
 //! `falcon bench pipeline` end to end. Without the `dpdk` feature the
 //! binary says how to get it; with it (`scripts/test.sh` runs this file
 //! with `--features dpdk`), a short run on two null ports reports both
-//! loops and their ratio.
+//! loops and their ratio, and the Falcon target fed over a ring pair by a
+//! generator lcore handles every recorded frame, PSP on and off.
 
 #[cfg(feature = "dpdk")]
 use serde_json::Value;
@@ -20,7 +21,17 @@ fn bench_pipeline_without_dpdk_says_how_to_build_it() {
 #[cfg(feature = "dpdk")]
 #[test]
 fn bench_pipeline_forwards_between_null_ports_both_ways() {
-    let o = falcon(&["bench", "pipeline", "--seconds", "0.4", "--json"]);
+    let o = falcon(&[
+        "bench",
+        "pipeline",
+        "--seconds",
+        "0.4",
+        "--falcon-rounds",
+        "2",
+        "--psp",
+        "off",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
     let f = |key: &str| v[key].as_f64().unwrap_or_else(|| panic!("{key}: {v}"));
@@ -35,6 +46,64 @@ fn bench_pipeline_forwards_between_null_ports_both_ways() {
     assert_eq!(v["meets_port_bar"], ratio >= 0.9);
     assert_eq!(v["vdev"], "net_null");
     assert_eq!(v["rounds"], 10);
+    falcon_half(&v, false, 64, 2);
+}
+
+/// The Falcon half of a report: both rates, their ratio within its range,
+/// every recorded frame handled (a frame dropped is named, and the drops
+/// add up).
+#[cfg(feature = "dpdk")]
+fn falcon_half(v: &Value, psp: bool, push_bytes: u64, rounds: u64) {
+    let f = |key: &str| v[key].as_f64().unwrap_or_else(|| panic!("{key}: {v}"));
+    assert!(f("falcon_mpps") > 0.01, "{v}");
+    assert!(f("engine_mpps") > 0.01, "{v}");
+    let ratio = f("falcon_ratio");
+    let range = &v["falcon_ratio_range"];
+    assert!(
+        range[0].as_f64().unwrap() <= ratio && ratio <= range[1].as_f64().unwrap(),
+        "{v}"
+    );
+    assert_eq!(v["meets_falcon_bar"], ratio >= 0.8);
+    assert_eq!(v["psp"], psp);
+    assert_eq!(v["push_bytes"].as_u64(), Some(push_bytes));
+    assert_eq!(v["falcon_rounds"].as_u64(), Some(rounds));
+    assert!(v["falcon_frames"].as_u64().unwrap() >= 10_000, "{v}");
+    let named: u64 = v["falcon_drop_reasons"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(v["falcon_drops"].as_u64(), Some(named), "{v}");
+    let burst = f("falcon_rx_burst");
+    assert!((1.0..=32.0).contains(&burst), "{v}");
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn bench_pipeline_feeds_a_psp_target_4k_pushes_over_a_ring() {
+    let o = falcon(&[
+        "bench",
+        "pipeline",
+        "--seconds",
+        "0.2",
+        "--size",
+        "4096",
+        "--falcon-rounds",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    falcon_half(&v, true, 4096, 1);
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn bench_pipeline_refuses_pushes_beyond_4k() {
+    let o = falcon(&["bench", "pipeline", "--size", "8000", "--seconds", "0.2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("4096"), "{}", stderr(&o));
 }
 
 #[cfg(feature = "dpdk")]

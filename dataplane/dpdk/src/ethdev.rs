@@ -8,6 +8,7 @@ use crate::error::DpdkError;
 use crate::ffi;
 use crate::mbuf::Mbuf;
 use crate::mempool::Mempool;
+pub use crate::offload::{DeviceInfo, Offloads};
 
 /// How to bring a port up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +19,8 @@ pub struct PortConfig {
     /// Descriptors per receive and transmit queue.
     pub rx_descriptors: u16,
     pub tx_descriptors: u16,
+    /// Offloads to take where the device has them.
+    pub offloads: Offloads,
 }
 
 impl Default for PortConfig {
@@ -27,6 +30,7 @@ impl Default for PortConfig {
             tx_queues: 1,
             rx_descriptors: 1024,
             tx_descriptors: 1024,
+            offloads: Offloads::WHERE_AVAILABLE,
         }
     }
 }
@@ -51,6 +55,9 @@ pub struct PortStats {
 pub struct EthPort {
     id: u16,
     config: PortConfig,
+    info: DeviceInfo,
+    /// The offloads in effect.
+    offloads: Offloads,
 }
 
 impl EthPort {
@@ -143,10 +150,23 @@ impl EthPort {
         config: PortConfig,
         pool: &'static Mempool,
     ) -> Result<EthPort, DpdkError> {
+        let info = DeviceInfo::get(id)?;
+        for (what, asked, max) in [
+            ("receive", config.rx_queues, info.max_rx_queues),
+            ("transmit", config.tx_queues, info.max_tx_queues),
+        ] {
+            if asked == 0 || asked > max {
+                return Err(DpdkError::usage(
+                    "rte_eth_dev_configure",
+                    format!("{asked} {what} queues: {} has 1..={max}", info.driver),
+                ));
+            }
+        }
         // SAFETY: a zeroed rte_eth_conf is DPDK's documented default
         // configuration: no offloads (receive scatter off, so every frame
         // arrives in one segment, which `DpdkPort` relies on), no RSS.
-        let conf: ffi::rte_eth_conf = unsafe { core::mem::zeroed() };
+        let mut conf: ffi::rte_eth_conf = unsafe { core::mem::zeroed() };
+        let offloads = config.offloads.apply(&info, config.rx_queues, &mut conf);
         // SAFETY: the EAL is up; `conf` outlives the call.
         let rc =
             unsafe { ffi::rte_eth_dev_configure(id, config.rx_queues, config.tx_queues, &conf) };
@@ -193,12 +213,41 @@ impl EthPort {
         if rc != 0 {
             return Err(DpdkError::new("rte_eth_dev_start", rc));
         }
-        Ok(EthPort { id, config })
+        Ok(EthPort {
+            id,
+            config,
+            info,
+            offloads,
+        })
     }
 
     /// The port id.
     pub fn id(&self) -> u16 {
         self.id
+    }
+
+    /// The device's capabilities.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The offloads in effect (what was asked and the device has).
+    pub fn offloads(&self) -> Offloads {
+        self.offloads
+    }
+
+    /// Queues, descriptors and offloads as configured.
+    pub fn config(&self) -> &PortConfig {
+        &self.config
+    }
+
+    /// Every counter the PMD keeps, by name (`rte_eth_xstats`).
+    ///
+    /// # Errors
+    ///
+    /// DPDK's.
+    pub fn xstats(&self) -> Result<Vec<(String, u64)>, DpdkError> {
+        crate::xstats::xstats(self.id)
     }
 
     /// Receives up to `max` frames from `queue` onto the end of `into`.

@@ -4,7 +4,8 @@
 //! DPDK API (`ffi`, generated at build time against the installed headers,
 //! see `build.rs`) and the safe wrappers the rest of the project uses: the
 //! EAL ([`eal`]), mempools and owning mbufs ([`mempool`], [`mbuf`]),
-//! ethdev ports ([`ethdev`]), the engine's `Port` on them ([`port`]), the
+//! ethdev ports ([`ethdev`]) with their offloads ([`offload`]) and
+//! extended counters, the engine's `Port` on them ([`port`]), the
 //! lcore loop's TSC clock ([`clock`]) and work launched on EAL lcores
 //! ([`lcore`]). Every `unsafe` block states the invariant it
 //! relies on.
@@ -34,7 +35,11 @@ pub mod mbuf;
 #[cfg(feature = "dpdk")]
 pub mod mempool;
 #[cfg(feature = "dpdk")]
+pub mod offload;
+#[cfg(feature = "dpdk")]
 pub mod port;
+#[cfg(feature = "dpdk")]
+mod xstats;
 
 #[cfg(feature = "dpdk")]
 pub use error::DpdkError;

@@ -23,6 +23,32 @@ pub struct Mbuf {
     raw: NonNull<ffi::rte_mbuf>,
 }
 
+/// A device's verdict on one checksum of a received frame (DPDK's
+/// `RTE_MBUF_F_RX_*_CKSUM_*` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxChecksum {
+    /// Verified: right.
+    Good,
+    /// Verified: wrong.
+    Bad,
+    /// Not verified (no offload, or a frame the device did not parse).
+    Unknown,
+    /// Not verified, and the frame's checksum is not to be trusted either
+    /// way (the device changed the frame).
+    None,
+}
+
+impl RxChecksum {
+    fn from_flags(flags: u64, mask: u64, good: u64, bad: u64) -> RxChecksum {
+        match flags & mask {
+            0 => RxChecksum::Unknown,
+            f if f == good => RxChecksum::Good,
+            f if f == bad => RxChecksum::Bad,
+            _ => RxChecksum::None,
+        }
+    }
+}
+
 // SAFETY: an Mbuf is one reference to DPDK memory that any thread may read,
 // write (we hold the only handle to this reference) and free (mempools are
 // thread-safe).
@@ -100,6 +126,27 @@ impl Mbuf {
     pub fn tailroom(&self) -> usize {
         let m = self.head();
         usize::from(m.buf_len) - usize::from(m.data_off) - usize::from(m.data_len)
+    }
+
+    /// What the device said of the received frame's IP header checksum
+    /// (a port with receive checksum offload sets it).
+    pub fn rx_ip_checksum(&self) -> RxChecksum {
+        RxChecksum::from_flags(
+            self.head().ol_flags,
+            u64::from(ffi::RTE_MBUF_F_RX_IP_CKSUM_MASK),
+            u64::from(ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD),
+            u64::from(ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD),
+        )
+    }
+
+    /// The same for the layer-4 (UDP) checksum.
+    pub fn rx_l4_checksum(&self) -> RxChecksum {
+        RxChecksum::from_flags(
+            self.head().ol_flags,
+            u64::from(ffi::RTE_MBUF_F_RX_L4_CKSUM_MASK),
+            u64::from(ffi::RTE_MBUF_F_RX_L4_CKSUM_GOOD),
+            u64::from(ffi::RTE_MBUF_F_RX_L4_CKSUM_BAD),
+        )
     }
 
     /// Segments in the chain.
@@ -237,5 +284,31 @@ impl Drop for Mbuf {
         // SAFETY: we own one reference to a live chain; freeing it returns
         // the segments whose last reference it was to their pools.
         unsafe { ffi::rte_pktmbuf_free(self.raw.as_ptr()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_flags_read_as_dpdk_defines_them() {
+        let ip = |flags: u32| {
+            RxChecksum::from_flags(
+                u64::from(flags),
+                u64::from(ffi::RTE_MBUF_F_RX_IP_CKSUM_MASK),
+                u64::from(ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD),
+                u64::from(ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD),
+            )
+        };
+        assert_eq!(ip(0), RxChecksum::Unknown);
+        assert_eq!(ip(ffi::RTE_MBUF_F_RX_IP_CKSUM_GOOD), RxChecksum::Good);
+        assert_eq!(ip(ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD), RxChecksum::Bad);
+        assert_eq!(ip(ffi::RTE_MBUF_F_RX_IP_CKSUM_NONE), RxChecksum::None);
+        // Other flags do not change the verdict.
+        assert_eq!(
+            ip(ffi::RTE_MBUF_F_RX_IP_CKSUM_BAD | ffi::RTE_MBUF_F_RX_L4_CKSUM_GOOD),
+            RxChecksum::Bad
+        );
     }
 }

@@ -10,5 +10,6 @@ pub mod demo;
 pub mod node;
 pub mod pcap_decode;
 pub mod pcap_sample;
+pub mod pipeline_falcon;
 pub mod psp_tool;
 mod slices;

@@ -10,8 +10,13 @@ use falcon_dpdk::mbuf::Mbuf;
 /// The test binary's EAL: no hugepages, no PCI, 256 MiB, on `lcores`
 /// (`-l`), its runtime files under a prefix of `name` and the process id.
 pub fn eal(name: &str, lcores: &str) -> &'static Eal {
+    eal_with(name, lcores, &[])
+}
+
+/// [`eal`] with more arguments (virtual devices).
+pub fn eal_with(name: &str, lcores: &str, more: &[&str]) -> &'static Eal {
     let prefix = format!("--file-prefix=falcon-dpdk-{name}-{}", std::process::id());
-    Eal::init(&[
+    let mut args = vec![
         "--no-huge",
         "-m",
         "256",
@@ -22,8 +27,9 @@ pub fn eal(name: &str, lcores: &str) -> &'static Eal {
         "-l",
         lcores,
         "--log-level=lib.eal:error",
-    ])
-    .expect("EAL up")
+    ];
+    args.extend_from_slice(more);
+    Eal::init(&args).expect("EAL up")
 }
 
 /// Headroom (DPDK's default) plus the largest frame the test sends.
