@@ -75,7 +75,11 @@ pub struct NodeArgs {
     pub peer: Option<std::net::SocketAddr>,
     /// The memif control socket (`--port memif`): the target creates it,
     /// the initiator connects to it.
-    #[arg(long, value_name = "PATH", default_value = "/tmp/falcon-node-memif.sock")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/tmp/falcon-node-memif.sock"
+    )]
     pub socket: std::path::PathBuf,
     /// The kernel interface of `--port af-packet` / `af-xdp`.
     #[arg(long, value_name = "NAME", required_if_eq_any([("port", "af-packet"), ("port", "af-xdp")]))]

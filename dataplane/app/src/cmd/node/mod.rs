@@ -219,9 +219,7 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
 /// The node over the kernel UDP port.
 fn run_udp(args: &NodeArgs) -> Result<Report> {
     let (Some(bind), Some(peer)) = (args.bind, args.peer) else {
-        return Err(AppError::Usage(
-            "--port udp needs --bind and --peer".into(),
-        ));
+        return Err(AppError::Usage("--port udp needs --bind and --peer".into()));
     };
     if let Some(core) = args.core {
         pin(core)?;
@@ -304,8 +302,7 @@ fn set_up_connection<B: PacketBuf, C: Clock>(
     let failed = |e: String| failed(args, e);
     let (mut channel, ours, theirs) = match args.role {
         NodeRole::Initiator => {
-            let ours =
-                cm::offer(engine, &local, Some(cm::initiator_sequence())).map_err(failed)?;
+            let ours = cm::offer(engine, &local, Some(cm::initiator_sequence())).map_err(failed)?;
             let mut channel = Channel::connect(args.control, SETUP_TIMEOUT).map_err(failed)?;
             channel
                 .send(&Message::Offer(ours.clone()))
@@ -421,11 +418,6 @@ impl<'a> Setup<'a> {
                 args.size.unwrap_or(4096.min(max_data)),
                 args.inflight.map_or(100, |n| n as usize),
             ),
-            NodeWorkload::RrPull => (
-                Workload::RrPull,
-                args.size.unwrap_or(4096.min(max_data)),
-                args.inflight.map_or(100, |n| n as usize),
-            ),
         };
         if size == 0 || size > max_data {
             return Err(AppError::Usage(format!(
@@ -444,7 +436,7 @@ impl<'a> Setup<'a> {
 
 /// The port under the loop, with or without injected loss: what the stats
 /// line and the report read of it.
-pub(crate) trait NodePort: Port {
+pub(crate) trait NodePort: Port<Buf: std::fmt::Debug> {
     /// Frames received and sent (datagrams on the UDP port).
     fn frames(&self) -> (u64, u64);
     /// Frames the fault injector dropped.

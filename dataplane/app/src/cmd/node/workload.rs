@@ -273,7 +273,7 @@ impl Initiator {
     }
 }
 
-impl<B: PacketBuf> Ulp<B, Pattern> for Initiator {
+impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Initiator {
     fn submit(&mut self, now: Timestamp, engine: &mut Engine<B, Pattern>) {
         loop {
             let t = match self.pending.take() {
@@ -390,7 +390,7 @@ impl Target {
     }
 }
 
-impl<B: PacketBuf> Ulp<B, Pattern> for Target {
+impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Target {
     fn submit(&mut self, _now: Timestamp, _engine: &mut Engine<B, Pattern>) {}
 
     fn on_event(
