@@ -46,6 +46,9 @@ cargo test -p falcon-dpdk --features dpdk
 # `falcon bench pipeline` on two null ports, the binary built with DPDK.
 # One DPDK process at a time: each polls both cores.
 cargo test --release -p falcon --features dpdk --test bench_pipeline -- --test-threads=1
+# `falcon node` pairs as two processes over memif, and (as root) over
+# af_packet and af_xdp on veth pairs between network namespaces.
+cargo test --release -p falcon --features dpdk --test node_dpdk -- --test-threads=1
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins
