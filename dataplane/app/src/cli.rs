@@ -102,6 +102,10 @@ pub struct NodeArgs {
     /// PSP encryption of every frame.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub psp: OnOff,
+    /// UDP segmentation offload: GSO on transmit, GRO on receive (runs of
+    /// frames cross the kernel as one datagram).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub udp_offload: OnOff,
     /// Swift's base target delay, µs. The kernel's UDP path adds tens of
     /// µs each way that a DPDK port does not, above Swift's 25 µs default.
     #[arg(long, value_name = "US", default_value_t = 200.0)]
@@ -141,8 +145,12 @@ pub enum NodeWorkload {
     Verify,
     /// Pushes of --size flat out: goodput.
     Bulk,
-    /// A push of --size then a pull of --size per op: ops/s and latency.
+    /// Request/response: a push of --size, answered with a push of --size
+    /// from the target's ULP: ops/s and latency.
     Rr,
+    /// Request/response with Falcon's pull: a push of --size then a pull
+    /// of --size per op.
+    RrPull,
 }
 
 impl NodeWorkload {
@@ -151,6 +159,7 @@ impl NodeWorkload {
             NodeWorkload::Verify => "verify",
             NodeWorkload::Bulk => "bulk",
             NodeWorkload::Rr => "rr",
+            NodeWorkload::RrPull => "rr-pull",
         }
     }
 }
