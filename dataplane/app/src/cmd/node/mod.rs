@@ -280,6 +280,11 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
                 .map_err(failed)?;
             let theirs = match channel.recv(SETUP_TIMEOUT).map_err(failed)? {
                 Message::Offer(o) => o,
+                Message::Abort { reason } => {
+                    return Err(failed(format!(
+                        "the target refused the connection: {reason}"
+                    )))
+                }
                 other => {
                     return Err(failed(format!(
                         "expected the target's offer, got {other:?}"
