@@ -51,6 +51,11 @@ pub enum Command {
     Node(NodeArgs),
 }
 
+/// `falcon node --target-delay-us` by default.
+pub const NODE_TARGET_DELAY_US: f64 = 200.0;
+/// `falcon node --min-rto-us` by default.
+pub const NODE_MIN_RTO_US: f64 = 10_000.0;
+
 /// `falcon node`: one side of a two-process run.
 #[derive(Debug, Clone, Args)]
 pub struct NodeArgs {
@@ -120,13 +125,17 @@ pub struct NodeArgs {
     /// PSP encryption of every frame.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub psp: OnOff,
+    /// UDP segmentation offload: GSO on transmit, GRO on receive (runs of
+    /// frames cross the kernel as one datagram).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub udp_offload: OnOff,
     /// Swift's base target delay, µs. The kernel's UDP path adds tens of
     /// µs each way that a DPDK port does not, above Swift's 25 µs default.
-    #[arg(long, value_name = "US", default_value_t = 200.0)]
+    #[arg(long, value_name = "US", default_value_t = NODE_TARGET_DELAY_US)]
     pub target_delay_us: f64,
     /// Smallest retransmit timeout (and the initial one), µs. A process
     /// preempted for a scheduler tick must not look like loss.
-    #[arg(long, value_name = "US", default_value_t = 10_000.0)]
+    #[arg(long, value_name = "US", default_value_t = NODE_MIN_RTO_US)]
     pub min_rto_us: f64,
     /// No stats lines on stderr.
     #[arg(long)]
@@ -159,8 +168,12 @@ pub enum NodeWorkload {
     Verify,
     /// Pushes of --size flat out: goodput.
     Bulk,
-    /// A push of --size then a pull of --size per op: ops/s and latency.
+    /// Request/response: a push of --size, answered with a push of --size
+    /// from the target's ULP: ops/s and latency.
     Rr,
+    /// Request/response with Falcon's pull: a push of --size then a pull
+    /// of --size per op.
+    RrPull,
 }
 
 impl NodeWorkload {
@@ -169,6 +182,7 @@ impl NodeWorkload {
             NodeWorkload::Verify => "verify",
             NodeWorkload::Bulk => "bulk",
             NodeWorkload::Rr => "rr",
+            NodeWorkload::RrPull => "rr-pull",
         }
     }
 }
@@ -427,6 +441,51 @@ pub enum BenchCommand {
     /// this process with no hugepages and no PCI (`--no-huge -m 512
     /// --no-pci`), on lcore 0.
     Pipeline(BenchPipelineArgs),
+    /// Falcon between two processes over the kernel UDP port, PSP on: the
+    /// target is a child `falcon node` pinned to the second core of
+    /// `--cores`, the initiator runs in this process pinned to the first.
+    /// Prints the initiator's summary with the target's beside it (what
+    /// two `falcon node` commands print); compare with QUIC by running
+    /// quinn's perf tool on the same cores (dataplane/app/PERFORMANCE.md).
+    Udp(BenchUdpArgs),
+}
+
+/// `falcon bench udp`: `falcon node` twice, on two cores.
+#[derive(Debug, Args)]
+pub struct BenchUdpArgs {
+    /// What the initiator runs.
+    #[arg(long, value_enum, default_value_t = NodeWorkload::Bulk)]
+    pub workload: NodeWorkload,
+    /// Measuring time, seconds (verify: a limit).
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Data bytes per transaction (see `falcon node --size`).
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Ops in flight (see `falcon node --inflight`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub inflight: Option<u32>,
+    /// Transactions of the verify workload.
+    #[arg(long, default_value_t = 20_000)]
+    pub transactions: u64,
+    /// Fraction of frames each side's port drops on transmit.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// PSP encryption of every frame.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub psp: OnOff,
+    /// UDP segmentation offload (GSO/GRO).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub udp_offload: OnOff,
+    /// The initiator's core and the target's.
+    #[arg(long, value_name = "A,B", value_delimiter = ',', num_args = 2, default_values_t = [0, 1])]
+    pub cores: Vec<usize>,
+    /// No stats lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// On or off.

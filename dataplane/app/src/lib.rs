@@ -51,23 +51,13 @@ pub fn run(cli: Cli) -> Result<()> {
                 )))
             }
         }
+        Command::Bench(BenchCommand::Udp(args)) => {
+            let report = cmd::bench_udp::run(&args)?;
+            node_outcome(&report, args.json)
+        }
         Command::Node(args) => {
             let report = cmd::node::run(&args)?;
-            if args.json {
-                println!("{}", serde_json::to_string(&report).unwrap_or_default());
-            } else {
-                cmd::node::print_text(&report);
-            }
-            if report.ok {
-                Ok(())
-            } else {
-                Err(error::AppError::Failed(format!(
-                    "node {}: {} failures; first: {}",
-                    report.role,
-                    report.failures,
-                    report.first_failure.as_deref().unwrap_or("none named")
-                )))
-            }
+            node_outcome(&report, args.json)
         }
         Command::Psp(PspCommand::Encrypt(args)) => cmd::psp_tool::encrypt(&args).map(drop),
         Command::Psp(PspCommand::Decrypt(args)) => cmd::psp_tool::decrypt(&args).map(drop),
@@ -139,5 +129,24 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// Prints a node's summary; an error (exit 1) if it failed.
+fn node_outcome(report: &cmd::node::Report, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(report).unwrap_or_default());
+    } else {
+        cmd::node::print_text(report);
+    }
+    if report.ok {
+        Ok(())
+    } else {
+        Err(error::AppError::Failed(format!(
+            "node {}: {} failures; first: {}",
+            report.role,
+            report.failures,
+            report.first_failure.as_deref().unwrap_or("none named")
+        )))
     }
 }

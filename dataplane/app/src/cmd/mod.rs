@@ -6,6 +6,7 @@ pub mod bench_pipeline;
 pub mod bench_psp;
 pub mod bench_rue;
 pub mod bench_scale;
+pub mod bench_udp;
 pub mod demo;
 pub mod node;
 pub mod pcap_decode;

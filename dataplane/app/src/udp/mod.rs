@@ -9,6 +9,7 @@
 //! [`Port`]: falcon_core::api::Port
 
 pub mod headers;
+mod offload;
 mod port;
 
 pub use port::{UdpPeer, UdpPort, UdpPortConfig, UdpPortStats, BATCH};

@@ -30,6 +30,7 @@ use nix::sys::socket::{
 use serde::Serialize;
 
 use super::headers::{outer_len, HeaderTemplate};
+use super::offload::Offload;
 
 /// Datagrams per `recvmmsg` / `sendmmsg` call at most.
 pub const BATCH: usize = 64;
@@ -63,6 +64,11 @@ pub struct UdpPortConfig {
     /// Kernel socket buffer asked for, each direction, bytes (as root the
     /// system limit is passed over; otherwise `net.core.rmem_max` caps it).
     pub socket_buffer: usize,
+    /// Segmentation offload: UDP GSO on transmit (runs of frames as one
+    /// datagram the kernel cuts, `UDP_SEGMENT`) and GRO on receive
+    /// (`UDP_GRO`: such runs arrive whole, cut here). Turned off by itself
+    /// when the kernel refuses it.
+    pub offload: bool,
 }
 
 impl UdpPortConfig {
@@ -75,6 +81,7 @@ impl UdpPortConfig {
             max_frame_len,
             pool_size: 8192,
             socket_buffer: 4 << 20,
+            offload: true,
         }
     }
 }
@@ -104,22 +111,31 @@ pub struct UdpPortStats {
     pub tx_unroutable: u64,
     /// `alloc` calls refused (pool exhausted or frame too long).
     pub alloc_failures: u64,
+    /// Datagrams sent as GSO runs of more than one frame, and the frames
+    /// in them.
+    pub tx_gso_datagrams: u64,
+    pub tx_gso_frames: u64,
+    /// Datagrams received coalesced by GRO, and the frames cut from them.
+    pub rx_gro_datagrams: u64,
+    pub rx_gro_frames: u64,
+    /// The kernel refused GSO or GRO, and the port went on without.
+    pub offload_refused: u64,
 }
 
-struct Peer {
-    socket: SocketAddr,
-    sockaddr: SockaddrStorage,
-    ip: IpAddr,
-    template: HeaderTemplate,
+pub(super) struct Peer {
+    pub(super) socket: SocketAddr,
+    pub(super) sockaddr: SockaddrStorage,
+    pub(super) ip: IpAddr,
+    pub(super) template: HeaderTemplate,
 }
 
 /// A [`Port`] over a non-blocking kernel UDP socket.
 pub struct UdpPort {
-    socket: UdpSocket,
-    peers: Vec<Peer>,
+    pub(super) socket: UdpSocket,
+    pub(super) peers: Vec<Peer>,
     /// Rebuilt header bytes (every peer is of the local address family).
-    header_len: usize,
-    capacity: usize,
+    pub(super) header_len: usize,
+    pub(super) capacity: usize,
     pool: Vec<FrameBuf>,
     allocated: usize,
     pool_size: usize,
@@ -128,9 +144,11 @@ pub struct UdpPort {
     rx_meta: Vec<(usize, Option<usize>, bool)>,
     rx_headers: MultiHeaders<SockaddrStorage>,
     tx_headers: MultiHeaders<SockaddrStorage>,
-    tx_addrs: Vec<Option<SockaddrStorage>>,
-    tx_offsets: Vec<usize>,
-    stats: UdpPortStats,
+    pub(super) tx_addrs: Vec<Option<SockaddrStorage>>,
+    pub(super) tx_offsets: Vec<usize>,
+    /// GSO and GRO state; `None` when offload is off or was refused.
+    pub(super) offload: Option<Offload>,
+    pub(super) stats: UdpPortStats,
 }
 
 impl UdpPort {
@@ -191,7 +209,13 @@ impl UdpPort {
                 config.max_frame_len
             ));
         }
+        let offload = if config.offload {
+            Offload::enable(&socket)
+        } else {
+            None
+        };
         Ok(UdpPort {
+            offload,
             socket,
             peers,
             header_len,
@@ -221,10 +245,11 @@ impl UdpPort {
 
     /// Buffers handed out and not yet back.
     pub fn buffers_in_use(&self) -> usize {
-        self.allocated - self.pool.len() - self.rx_bufs.len()
+        let backlog = self.offload.as_ref().map_or(0, Offload::backlog);
+        self.allocated - self.pool.len() - self.rx_bufs.len() - backlog
     }
 
-    fn take_buf(&mut self) -> Option<FrameBuf> {
+    pub(super) fn take_buf(&mut self) -> Option<FrameBuf> {
         if let Some(buf) = self.pool.pop() {
             return Some(buf);
         }
@@ -235,7 +260,7 @@ impl UdpPort {
         Some(FrameBuf::new(self.capacity))
     }
 
-    fn peer_of_ip(&self, ip: IpAddr) -> Option<usize> {
+    pub(super) fn peer_of_ip(&self, ip: IpAddr) -> Option<usize> {
         self.peers.iter().position(|p| p.ip == ip)
     }
 
@@ -285,6 +310,9 @@ impl Port for UdpPort {
     }
 
     fn rx_burst(&mut self, _now: Timestamp, out: &mut Vec<FrameBuf>, max: usize) -> usize {
+        if self.offload.is_some() {
+            return self.rx_gro(out, max);
+        }
         let want = max.min(BATCH);
         while self.rx_bufs.len() < want {
             match self.take_buf() {
@@ -364,6 +392,9 @@ impl Port for UdpPort {
     }
 
     fn tx_burst(&mut self, _now: Timestamp, frames: &mut Vec<FrameBuf>) -> usize {
+        if self.offload.is_some() {
+            return self.tx_gso(frames);
+        }
         let mut taken = 0;
         while !frames.is_empty() {
             self.tx_addrs.clear();
@@ -432,7 +463,7 @@ impl std::fmt::Debug for UdpPort {
     }
 }
 
-fn socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
+pub(super) fn socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
     if let Some(v4) = a.as_sockaddr_in() {
         return Some(SocketAddr::V4((*v4).into()));
     }
@@ -463,6 +494,14 @@ mod tests {
         UdpPort::new(socket, peers, UdpPortConfig::new(ip(n), mac(n), 2048)).expect("port")
     }
 
+    fn port_without_offload(n: u8, socket: UdpSocket, peers: &[UdpPeer]) -> UdpPort {
+        let config = UdpPortConfig {
+            offload: false,
+            ..UdpPortConfig::new(ip(n), mac(n), 2048)
+        };
+        UdpPort::new(socket, peers, config).expect("port")
+    }
+
     /// A frame as engine `from` builds it for engine `to`: headers, then
     /// `payload`.
     fn frame(port: &mut UdpPort, from: u8, from_port: u16, to: u8, payload: &[u8]) -> FrameBuf {
@@ -483,11 +522,14 @@ mod tests {
         out
     }
 
-    #[test]
-    fn two_ports_exchange_frames_byte_for_byte() {
+    /// 100 frames of many sizes, then 200 of one size with a short one
+    /// every 7th (GSO runs, cut again by GRO), cross from `a` to `b`
+    /// unchanged, in order; every buffer is accounted for.
+    fn exchange(offload: bool) {
         let (sa, sb) = (bind(), bind());
         let (aa, ab) = (sa.local_addr().unwrap(), sb.local_addr().unwrap());
-        let mut a = port(
+        let make = if offload { port } else { port_without_offload };
+        let mut a = make(
             1,
             sa,
             &[UdpPeer {
@@ -496,7 +538,7 @@ mod tests {
                 mac: mac(2),
             }],
         );
-        let mut b = port(
+        let mut b = make(
             2,
             sb,
             &[UdpPeer {
@@ -505,9 +547,17 @@ mod tests {
                 mac: mac(1),
             }],
         );
-        let sent: Vec<FrameBuf> = (0..100u16)
-            .map(|i| {
-                let payload: Vec<u8> = (0..1 + i * 19).map(|j| (i ^ j) as u8).collect();
+        let sizes = (0..100u16).map(|i| 1 + i * 19).chain((0..200u16).map(|i| {
+            if i % 7 == 6 {
+                100 + i
+            } else {
+                1500
+            }
+        }));
+        let sent: Vec<FrameBuf> = sizes
+            .enumerate()
+            .map(|(i, len)| {
+                let payload: Vec<u8> = (0..len).map(|j| (i as u16 ^ j) as u8).collect();
                 frame(&mut a, 1, aa.port(), 2, &payload)
             })
             .collect();
@@ -515,19 +565,36 @@ mod tests {
         let mut tx = sent;
         let deadline = Instant::now() + Duration::from_secs(5);
         while !tx.is_empty() && Instant::now() < deadline {
-            a.tx_burst(Timestamp::from_nanos(1), &mut tx);
+            // Bursts of 8, as the lcore loop sends them.
+            let mut burst: Vec<FrameBuf> = tx.drain(..tx.len().min(8)).collect();
+            while !burst.is_empty() {
+                a.tx_burst(Timestamp::from_nanos(1), &mut burst);
+            }
         }
-        let got = receive(&mut b, 100);
-        assert_eq!(got.len(), 100, "{:?}", b.stats());
+        let got = receive(&mut b, 300);
+        assert_eq!(got.len(), 300, "{:?}", b.stats());
         for (g, e) in got.iter().zip(&expected) {
             assert_eq!(g.data(), &e[..]);
         }
         let (sa, sb) = (a.stats(), b.stats());
-        assert_eq!((sa.tx_datagrams, sb.rx_datagrams), (100, 100));
+        assert_eq!((sa.tx_datagrams, sb.rx_datagrams), (300, 300));
         assert_eq!(sb.rx_truncated + sb.rx_unknown_source + sa.tx_errors, 0);
+        assert_eq!(sa.offload_refused, 0);
+        if offload {
+            assert!(
+                sa.tx_gso_datagrams > 0 && sa.tx_gso_frames > sa.tx_gso_datagrams,
+                "{sa:?}"
+            );
+            assert_eq!(
+                (sb.rx_gro_datagrams, sb.rx_gro_frames),
+                (sa.tx_gso_datagrams, sa.tx_gso_frames)
+            );
+        } else {
+            assert_eq!(sa.tx_gso_datagrams + sb.rx_gro_datagrams, 0);
+        }
         // Every buffer a sent; b's are with the receiver until freed.
         assert_eq!(a.buffers_in_use(), 0);
-        assert_eq!(b.buffers_in_use(), 100);
+        assert_eq!(b.buffers_in_use(), 300);
         for buf in got {
             b.free(buf);
         }
@@ -535,10 +602,26 @@ mod tests {
     }
 
     #[test]
+    fn two_ports_exchange_frames_byte_for_byte_with_gso_and_gro() {
+        exchange(true);
+    }
+
+    #[test]
+    fn two_ports_exchange_frames_byte_for_byte_without_offload() {
+        exchange(false);
+    }
+
+    #[test]
     fn truncated_unknown_and_garbage_datagrams_are_counted_and_dropped() {
+        misfits(true);
+        misfits(false);
+    }
+
+    fn misfits(offload: bool) {
+        let make = if offload { port } else { port_without_offload };
         let (sb, peer, stranger) = (bind(), bind(), bind());
         let b_addr = sb.local_addr().unwrap();
-        let mut b = port(
+        let mut b = make(
             2,
             sb,
             &[UdpPeer {

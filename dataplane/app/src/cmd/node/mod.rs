@@ -67,6 +67,9 @@ pub struct Report {
     pub push_bytes: u64,
     /// Pull data bytes: verified (initiator), served (target).
     pub pull_bytes: u64,
+    /// rr's responses (pushes from the target): verified (initiator),
+    /// acknowledged (target).
+    pub response_bytes: u64,
     /// Bytes this node checked against the pattern itself.
     pub verified_bytes: u64,
     /// Push and pull data bytes in the measured time, Gbit/s.
@@ -236,12 +239,11 @@ fn run_udp(args: &NodeArgs) -> Result<Report> {
         ip: theirs.ip,
         mac: EthernetAddress(theirs.mac),
     };
-    let port = UdpPort::new(
-        socket,
-        &[peer],
-        UdpPortConfig::new(ip, mac, engine.max_frame_len()),
-    )
-    .map_err(|e| failed(args, e))?;
+    let port_config = UdpPortConfig {
+        offload: args.udp_offload == OnOff::On,
+        ..UdpPortConfig::new(ip, mac, engine.max_frame_len())
+    };
+    let port = UdpPort::new(socket, &[peer], port_config).map_err(|e| failed(args, e))?;
     drive_with_faults(args, engine, port, clock, connection, channel, &setup)
 }
 
@@ -309,6 +311,11 @@ fn set_up_connection<B: PacketBuf, C: Clock>(
                 .map_err(failed)?;
             let theirs = match channel.recv(SETUP_TIMEOUT).map_err(failed)? {
                 Message::Offer(o) => o,
+                Message::Abort { reason } => {
+                    return Err(failed(format!(
+                        "the target refused the connection: {reason}"
+                    )))
+                }
                 other => {
                     return Err(failed(format!(
                         "expected the target's offer, got {other:?}"
@@ -415,6 +422,11 @@ impl<'a> Setup<'a> {
             ),
             NodeWorkload::Rr => (
                 Workload::Rr,
+                args.size.unwrap_or(4096.min(max_data)),
+                args.inflight.map_or(100, |n| n as usize),
+            ),
+            NodeWorkload::RrPull => (
+                Workload::RrPull,
                 args.size.unwrap_or(4096.min(max_data)),
                 args.inflight.map_or(100, |n| n as usize),
             ),
@@ -550,19 +562,30 @@ fn drive<P: NodePort, C: Clock>(
                     )));
                 }
                 if deadline.is_some_and(|d| t >= d) && measured.is_none() {
-                    measured = Some((t, ulp.push_bytes + ulp.pull_bytes, ulp.ops));
+                    measured = Some((
+                        t,
+                        ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
+                        ulp.ops,
+                    ));
                     ulp.stop();
                 }
                 if t >= next_line && !args.quiet {
-                    let now = progress(&lcore, ulp.push_bytes + ulp.pull_bytes, ulp.ops);
+                    let now = progress(
+                        &lcore,
+                        ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
+                        ulp.ops,
+                    );
                     let dt = (t - last_line.0).as_secs_f64();
                     stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
                     last_line = (t, now);
                     next_line += Duration::from_secs(1);
                 }
             }
-            let (end, bytes, ops) =
-                measured.unwrap_or((Instant::now(), ulp.push_bytes + ulp.pull_bytes, ulp.ops));
+            let (end, bytes, ops) = measured.unwrap_or((
+                Instant::now(),
+                ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
+                ulp.ops,
+            ));
             let seconds = (end - start).as_secs_f64();
             let us = |q: f64| ulp.latency.value_at_quantile(q) as f64 / 1e3;
             let mut report = base_report(args, setup, &lcore, seconds);
@@ -570,7 +593,8 @@ fn drive<P: NodePort, C: Clock>(
             report.ops = ulp.ops;
             report.push_bytes = ulp.push_bytes;
             report.pull_bytes = ulp.pull_bytes;
-            report.verified_bytes = ulp.pull_bytes;
+            report.response_bytes = ulp.response_bytes;
+            report.verified_bytes = ulp.pull_bytes + ulp.response_bytes;
             report.goodput_gbps = bytes as f64 * 8.0 / seconds / 1e9;
             report.ops_per_s = ops as f64 / seconds;
             report.latency_p50_us = us(0.5);
@@ -591,11 +615,13 @@ fn drive<P: NodePort, C: Clock>(
                         report.failures += 1;
                         report.first_failure.get_or_insert_with(|| {
                             format!(
-                                "the target counted {} push and {} pull bytes, the initiator {} and {}",
+                                "the target counted {} push, {} pull and {} response bytes, the initiator {}, {} and {}",
                                 n("push_bytes"),
                                 n("pull_bytes"),
+                                n("response_bytes"),
                                 report.push_bytes,
-                                report.pull_bytes
+                                report.pull_bytes,
+                                report.response_bytes
                             )
                         });
                     }
@@ -647,7 +673,11 @@ fn drive<P: NodePort, C: Clock>(
                     break None;
                 }
                 if t >= next_line && !args.quiet {
-                    let now = progress(&lcore, ulp.push_bytes + ulp.pull_bytes, ulp.requests);
+                    let now = progress(
+                        &lcore,
+                        ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
+                        ulp.requests,
+                    );
                     let dt = (t - last_line.0).as_secs_f64();
                     stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
                     last_line = (t, now);
@@ -663,8 +693,10 @@ fn drive<P: NodePort, C: Clock>(
             report.ops = ulp.requests;
             report.push_bytes = ulp.push_bytes;
             report.pull_bytes = ulp.pull_bytes;
+            report.response_bytes = ulp.response_bytes;
             report.verified_bytes = ulp.push_bytes;
-            report.goodput_gbps = (ulp.push_bytes + ulp.pull_bytes) as f64 * 8.0
+            report.goodput_gbps = (ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes) as f64
+                * 8.0
                 / start.elapsed().as_secs_f64()
                 / 1e9;
             report.ops_per_s = ulp.requests as f64 / start.elapsed().as_secs_f64();
@@ -711,6 +743,7 @@ fn base_report<P: NodePort, C: Clock>(
         ops: 0,
         push_bytes: 0,
         pull_bytes: 0,
+        response_bytes: 0,
         verified_bytes: 0,
         goodput_gbps: 0.0,
         ops_per_s: 0.0,

@@ -18,10 +18,19 @@ use falcon_core::api::{
 };
 use hdrhistogram::Histogram;
 
-/// Bytes of the ULP header: the slice of the pattern (offset, length).
+/// Bytes of the ULP header: the transaction's id (its slice of the
+/// pattern starts at [`offset_of`] it; the top bit asks the target for a
+/// response) and its data length.
 pub const HEADER_LEN: usize = 8;
 /// Offsets into the pattern wrap at this.
 const SPAN: usize = 1 << 20;
+/// The header's "answer with a push of the same length" bit.
+const RESPOND: u32 = 1 << 31;
+
+/// Where the pattern slice of transaction `id` starts.
+fn offset_of(id: u32) -> usize {
+    (id & !RESPOND) as usize * 7919 % SPAN
+}
 
 /// The bytes both sides send and check: `SPAN` + a frame's worth of
 /// pseudo-random bytes from a fixed seed.
@@ -94,18 +103,27 @@ impl std::fmt::Debug for Pattern {
     }
 }
 
-fn header(offset: usize, len: usize) -> UlpHeader {
+fn header(id: u32, len: usize) -> UlpHeader {
     let mut bytes = [0u8; HEADER_LEN];
-    bytes[..4].copy_from_slice(&(offset as u32).to_be_bytes());
+    bytes[..4].copy_from_slice(&id.to_be_bytes());
     bytes[4..].copy_from_slice(&(len as u32).to_be_bytes());
     // Invariant: 8 bytes are within ULP_HEADER_CAPACITY.
     UlpHeader::new(&bytes).expect("an 8-byte header fits")
 }
 
-fn parse_header(bytes: &[u8]) -> Option<(usize, usize)> {
-    let offset = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+/// (id with its flag, data length).
+fn parse_header(bytes: &[u8]) -> Option<(u32, usize)> {
+    let id = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
     let len = u32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?);
-    Some((offset as usize, len as usize))
+    Some((id, len as usize))
+}
+
+/// Whether `payload` (header and data) is a well-formed slice of the
+/// pattern; its (id, length) if so.
+fn check(pattern: &Pattern, payload: &[u8]) -> Option<(u32, usize)> {
+    parse_header(payload).filter(|&(id, len)| {
+        payload.len() == HEADER_LEN + len && pattern.matches(offset_of(id), &payload[HEADER_LEN..])
+    })
 }
 
 /// Counted failures, the first reason kept.
@@ -131,15 +149,18 @@ pub enum Workload {
     Verify { transactions: u64 },
     /// Pushes of `size` flat out.
     Bulk,
-    /// Request/response: a push of `size` then a pull of `size`, one op.
+    /// Request/response: a push of `size`, answered by the target's ULP
+    /// with a push of `size` back (an RPC over sends).
     Rr,
+    /// Request/response the Falcon way round: a push of `size` then a
+    /// pull of `size`, one op.
+    RrPull,
 }
 
 /// What one transaction of the workload is.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
     kind: TransactionKind,
-    offset: usize,
     /// Data bytes (after the ULP header).
     len: usize,
 }
@@ -154,7 +175,10 @@ pub struct Initiator {
     /// Ops kept outstanding (an rr op is two transactions).
     inflight: usize,
     next_tag: u64,
+    /// Transactions submitted and not completed.
     outstanding: usize,
+    /// rr: ops whose response has not arrived.
+    awaiting: usize,
     /// A transaction the engine turned away, submitted first next time.
     pending: Option<Transaction<Pattern>>,
     stopped: bool,
@@ -167,6 +191,8 @@ pub struct Initiator {
     pub push_bytes: u64,
     /// Pull data bytes received and verified.
     pub pull_bytes: u64,
+    /// rr: response bytes (pushes from the target) received and verified.
+    pub response_bytes: u64,
     pub failures: Failures,
 }
 
@@ -186,6 +212,7 @@ impl Initiator {
             inflight: inflight.max(1),
             next_tag: 0,
             outstanding: 0,
+            awaiting: 0,
             pending: None,
             stopped: false,
             started: HashMap::new(),
@@ -195,6 +222,7 @@ impl Initiator {
             ops: 0,
             push_bytes: 0,
             pull_bytes: 0,
+            response_bytes: 0,
             failures: Failures::default(),
         }
     }
@@ -212,7 +240,10 @@ impl Initiator {
             Workload::Verify { transactions } => self.next_tag >= transactions,
             _ => false,
         };
-        (self.stopped || all_submitted) && self.outstanding == 0 && self.pending.is_none()
+        (self.stopped || all_submitted)
+            && self.outstanding == 0
+            && self.awaiting == 0
+            && self.pending.is_none()
     }
 
     /// Transactions (not ops) outstanding.
@@ -221,7 +252,6 @@ impl Initiator {
     }
 
     fn plan(&self, tag: u64) -> Plan {
-        let offset = (tag as usize).wrapping_mul(7919) % SPAN;
         match self.workload {
             Workload::Verify { .. } => Plan {
                 kind: if tag % 3 == 2 {
@@ -229,32 +259,40 @@ impl Initiator {
                 } else {
                     TransactionKind::Push
                 },
-                offset,
                 len: 1 + (tag as usize).wrapping_mul(733) % self.size,
             },
-            Workload::Bulk => Plan {
+            Workload::Bulk | Workload::Rr => Plan {
                 kind: TransactionKind::Push,
-                offset,
                 len: self.size,
             },
-            Workload::Rr => Plan {
+            Workload::RrPull => Plan {
                 kind: if tag % 2 == 0 {
                     TransactionKind::Push
                 } else {
                     TransactionKind::Pull
                 },
-                offset,
                 len: self.size,
             },
         }
     }
 
+    /// The header id of transaction `tag` (ids wrap below the flag bit).
+    fn id(&self, tag: u64) -> u32 {
+        let id = (tag as u32) & !RESPOND;
+        if self.workload == Workload::Rr {
+            id | RESPOND
+        } else {
+            id
+        }
+    }
+
     fn transaction(&self, tag: u64) -> Transaction<Pattern> {
         let plan = self.plan(tag);
-        let h = header(plan.offset, plan.len);
+        let id = self.id(tag);
+        let h = header(id, plan.len);
         match plan.kind {
             TransactionKind::Push => {
-                Transaction::push(tag, self.pattern.slice(plan.offset, plan.len)).with_header(h)
+                Transaction::push(tag, self.pattern.slice(offset_of(id), plan.len)).with_header(h)
             }
             // The request length counts the header the target echoes.
             TransactionKind::Pull => {
@@ -263,13 +301,55 @@ impl Initiator {
         }
     }
 
-    /// Transactions per op (rr: push and pull).
+    /// Transactions per op (rr-pull: push and pull).
     fn per_op(&self) -> usize {
-        if self.workload == Workload::Rr {
+        if self.workload == Workload::RrPull {
             2
         } else {
             1
         }
+    }
+
+    /// Ops in flight.
+    fn in_flight(&self) -> usize {
+        if self.workload == Workload::Rr {
+            self.awaiting
+        } else {
+            self.outstanding / self.per_op()
+        }
+    }
+
+    /// A push from the target: rr's response.
+    fn handle_response<B: PacketBuf>(
+        &mut self,
+        now: Timestamp,
+        engine: &mut Engine<B, Pattern>,
+        r: falcon_core::api::Request<B>,
+    ) {
+        match check(&self.pattern, &r.payload) {
+            Some((id, len)) if self.workload == Workload::Rr && r.kind == TransactionKind::Push => {
+                let op = u64::from(id & !RESPOND);
+                match self.started.remove(&op) {
+                    Some(start) => {
+                        self.response_bytes += len as u64;
+                        self.awaiting = self.awaiting.saturating_sub(1);
+                        self.ops += 1;
+                        let ns = now.as_nanos().saturating_sub(start.as_nanos());
+                        let _ = self.latency.record(ns.max(1));
+                    }
+                    None => self.failures.add(|| format!("a response to no op ({op})")),
+                }
+            }
+            _ => self
+                .failures
+                .add(|| format!("initiator got an unexpected request (rsn {:?})", r.rsn)),
+        }
+        if r.kind == TransactionKind::Push {
+            if let Err(e) = engine.ulp_ack(now, r.connection, r.rsn) {
+                self.failures.add(|| format!("ulp_ack: {e:?}"));
+            }
+        }
+        engine.release(r.payload);
     }
 }
 
@@ -279,7 +359,7 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Initiator {
             let t = match self.pending.take() {
                 Some(t) => t,
                 None => {
-                    if self.stopped || self.outstanding >= self.inflight * self.per_op() {
+                    if self.stopped || self.in_flight() >= self.inflight {
                         return;
                     }
                     if let Workload::Verify { transactions } = self.workload {
@@ -295,8 +375,12 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Initiator {
                     self.transaction(tag)
                 }
             };
+            let response = self.workload == Workload::Rr;
             match engine.submit(now, self.connection, t) {
-                Ok(_) => self.outstanding += 1,
+                Ok(_) => {
+                    self.outstanding += 1;
+                    self.awaiting += usize::from(response);
+                }
                 Err(rejected) => {
                     self.pending = Some(rejected.returned);
                     return;
@@ -315,9 +399,7 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Initiator {
             UlpEvent::Completion(c) => c,
             UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => return,
             UlpEvent::Request(r) => {
-                self.failures
-                    .add(|| format!("initiator got a request (rsn {:?})", r.rsn));
-                engine.release(r.payload);
+                self.handle_response(now, engine, r);
                 return;
             }
             other => {
@@ -335,9 +417,7 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Initiator {
             match c.kind {
                 TransactionKind::Push => self.push_bytes += plan.len as u64,
                 TransactionKind::Pull => {
-                    let ok = c.data.len() == HEADER_LEN + plan.len
-                        && parse_header(&c.data) == Some((plan.offset, plan.len))
-                        && self.pattern.matches(plan.offset, &c.data[HEADER_LEN..]);
+                    let ok = check(&self.pattern, &c.data) == Some((self.id(c.tag), plan.len));
                     if ok {
                         self.pull_bytes += plan.len as u64;
                     } else {
@@ -354,9 +434,10 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Initiator {
             }
         }
         engine.release(c.data);
-        // An op ends with its last transaction (ordered: in RSN order).
+        // An op ends with its last transaction (ordered: in RSN order),
+        // rr's with its response.
         let per_op = self.per_op() as u64;
-        if c.tag % per_op == per_op - 1 {
+        if self.workload != Workload::Rr && c.tag % per_op == per_op - 1 {
             self.ops += 1;
             if let Some(start) = self.started.remove(&(c.tag / per_op)) {
                 let ns = now.as_nanos().saturating_sub(start.as_nanos());
@@ -370,10 +451,15 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Initiator {
 /// header names, answers every pull with the slice it asks for.
 pub struct Target {
     pattern: Pattern,
+    /// Responses (rr) the engine has not taken yet, first first.
+    responses: std::collections::VecDeque<Transaction<Pattern>>,
+    connection: Option<ConnectionHandle>,
     /// Push data bytes verified.
     pub push_bytes: u64,
     /// Pull data bytes served.
     pub pull_bytes: u64,
+    /// Response bytes (rr) served.
+    pub response_bytes: u64,
     pub requests: u64,
     pub failures: Failures,
 }
@@ -382,8 +468,11 @@ impl Target {
     pub fn new(pattern: Pattern) -> Self {
         Target {
             pattern,
+            responses: std::collections::VecDeque::new(),
+            connection: None,
             push_bytes: 0,
             pull_bytes: 0,
+            response_bytes: 0,
             requests: 0,
             failures: Failures::default(),
         }
@@ -391,7 +480,17 @@ impl Target {
 }
 
 impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Target {
-    fn submit(&mut self, _now: Timestamp, _engine: &mut Engine<B, Pattern>) {}
+    fn submit(&mut self, now: Timestamp, engine: &mut Engine<B, Pattern>) {
+        while let Some(t) = self.responses.pop_front() {
+            // Invariant: a response is queued only with its connection,
+            // which the tag carries.
+            let connection = self.connection.expect("a connection with a response");
+            if let Err(rejected) = engine.submit(now, connection, t) {
+                self.responses.push_front(rejected.returned);
+                return;
+            }
+        }
+    }
 
     fn on_event(
         &mut self,
@@ -402,8 +501,10 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Target {
         let r = match event {
             UlpEvent::Request(r) => r,
             UlpEvent::Completion(c) => {
-                self.failures
-                    .add(|| format!("target got a completion (tag {})", c.tag));
+                if c.kind != TransactionKind::Push || c.status != CompletionStatus::Ack {
+                    self.failures
+                        .add(|| format!("response tag {} completed {:?}", c.tag, c.status));
+                }
                 engine.release(c.data);
                 return;
             }
@@ -416,12 +517,21 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Target {
         self.requests += 1;
         match r.kind {
             TransactionKind::Push => {
-                let checked = parse_header(&r.payload).filter(|&(offset, len)| {
-                    r.payload.len() == HEADER_LEN + len
-                        && self.pattern.matches(offset, &r.payload[HEADER_LEN..])
-                });
-                match checked {
-                    Some((_, len)) => self.push_bytes += len as u64,
+                match check(&self.pattern, &r.payload) {
+                    Some((id, len)) => {
+                        self.push_bytes += len as u64;
+                        if id & RESPOND != 0 {
+                            // rr: the response, the same slice back.
+                            let t = Transaction::push(
+                                u64::from(id),
+                                self.pattern.slice(offset_of(id), len),
+                            )
+                            .with_header(header(id, len));
+                            self.connection = Some(r.connection);
+                            self.responses.push_back(t);
+                            self.response_bytes += len as u64;
+                        }
+                    }
                     None => self.failures.add(|| {
                         format!(
                             "push rsn {:?}: {} bytes do not match",
@@ -436,14 +546,14 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Target {
                 engine.release(r.payload);
             }
             TransactionKind::Pull => {
-                let Some((offset, len)) = parse_header(r.header.as_slice())
+                let Some((id, len)) = parse_header(r.header.as_slice())
                     .filter(|&(_, len)| usize::from(r.request_length) == HEADER_LEN + len)
                 else {
                     self.failures
                         .add(|| format!("pull rsn {:?}: a header that names no slice", r.rsn));
                     return;
                 };
-                let data = self.pattern.slice(offset, len);
+                let data = self.pattern.slice(offset_of(id), len);
                 match engine.submit_pull_data(now, r.connection, r.rsn, r.header, data) {
                     Ok(()) => self.pull_bytes += len as u64,
                     Err(e) => self.failures.add(|| format!("submit_pull_data: {e:?}")),
@@ -466,5 +576,14 @@ mod tests {
         assert!(p.matches(5, &out));
         assert!(!p.matches(6, &out));
         assert_eq!(parse_header(header(7, 9).as_slice()), Some((7, 9)));
+        let mut payload = header(7 | RESPOND, 50).to_vec();
+        payload.extend_from_slice(&{
+            let mut d = [0u8; 50];
+            p.slice(offset_of(7), 50).copy_to(0, &mut d);
+            d
+        });
+        assert_eq!(check(&p, &payload), Some((7 | RESPOND, 50)));
+        payload[20] ^= 1;
+        assert_eq!(check(&p, &payload), None);
     }
 }
