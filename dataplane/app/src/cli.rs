@@ -488,20 +488,6 @@ pub struct BenchUdpArgs {
     pub json: bool,
 }
 
-/// On or off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Switch {
-    On,
-    Off,
-}
-
-impl Switch {
-    /// `true` for on.
-    pub fn on(self) -> bool {
-        self == Switch::On
-    }
-}
-
 /// `falcon bench pipeline`: what DPDK's I/O costs, in two ratios: the
 /// safe wrappers against plain forwarding, and a Falcon target fed over
 /// DPDK against the same target fed from memory.
@@ -520,8 +506,8 @@ pub struct BenchPipelineArgs {
     pub size: u32,
     /// PSP on the Falcon frames (sealed by the initiator, opened in place
     /// by the target).
-    #[arg(long, value_enum, default_value_t = Switch::On)]
-    pub psp: Switch,
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub psp: OnOff,
     /// Rounds of the Falcon ratio (each records fresh frames, then runs
     /// the memory-fed and the DPDK-fed target in alternating order).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]

@@ -211,7 +211,7 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
     let port_ratio = median(&per_slice);
     drop((a, b));
 
-    let mut rig = super::pipeline_falcon::Rig::new(eal, args.psp.on(), args.size as usize)?;
+    let mut rig = super::pipeline_falcon::Rig::new(eal, (args.psp == crate::cli::OnOff::On), args.size as usize)?;
     // Warm-up: the engines' code and the pool.
     rig.round(false)?;
     let (mut engine, mut falcon) = (Rates::default(), Rates::default());
@@ -249,7 +249,7 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
         meets_port_bar: port_ratio >= BAR_PORT_RATIO,
         falcon_vdev: "net_ring pair (rte_eth_from_rings), 1024 descriptors",
         falcon_lcores: "target on lcore 0, generator on lcore 1",
-        psp: args.psp.on(),
+        psp: (args.psp == crate::cli::OnOff::On),
         push_bytes: args.size,
         falcon_mpps: falcon.mean() / 1e6,
         engine_mpps: engine.mean() / 1e6,
