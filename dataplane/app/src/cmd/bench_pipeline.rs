@@ -211,7 +211,11 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
     let port_ratio = median(&per_slice);
     drop((a, b));
 
-    let mut rig = super::pipeline_falcon::Rig::new(eal, (args.psp == crate::cli::OnOff::On), args.size as usize)?;
+    let mut rig = super::pipeline_falcon::Rig::new(
+        eal,
+        args.psp == crate::cli::OnOff::On,
+        args.size as usize,
+    )?;
     // Warm-up: the engines' code and the pool.
     rig.round(false)?;
     let (mut engine, mut falcon) = (Rates::default(), Rates::default());
