@@ -111,6 +111,14 @@ pub trait Port {
     /// Appends up to `max` received frames to `out` and returns how many.
     fn rx_burst(&mut self, now: Timestamp, out: &mut Vec<Self::Buf>, max: usize) -> usize;
 
+    /// A hint before the engine handles `frames` (just received): a port
+    /// whose frames arrive cold (written by another core or a device) may
+    /// ask the CPU to bring their first lines in, so that the misses of a
+    /// burst overlap. The default does nothing.
+    fn prefetch(&self, frames: &[Self::Buf]) {
+        let _ = frames;
+    }
+
     /// Sends frames from the front of `frames`, removes the ones it took and
     /// returns how many; the rest (the port is full) stay in `frames` for
     /// the next call.

@@ -34,6 +34,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         max: usize,
     ) -> usize {
         let n = port.rx_burst(now, scratch, max);
+        port.prefetch(scratch);
         for frame in scratch.drain(..) {
             if let Some(frame) = self.handle_packet(now, frame).frame {
                 self.shared.released.push(frame);

@@ -482,6 +482,10 @@ impl<P: Port> Port for FaultInjector<P> {
         self.inner.rx_burst(now, out, max)
     }
 
+    fn prefetch(&self, frames: &[P::Buf]) {
+        self.inner.prefetch(frames);
+    }
+
     fn tx_burst(&mut self, now: Timestamp, frames: &mut Vec<P::Buf>) -> usize {
         self.release_held(now);
         let n = frames.len();

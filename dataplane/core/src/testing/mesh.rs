@@ -123,6 +123,11 @@ impl<P: Port> Port for MeshPort<P> {
         self.links[0].port.free_burst(bufs);
     }
 
+    fn prefetch(&self, frames: &[P::Buf]) {
+        // Every link's port is of one kind: the first speaks for all.
+        self.links[0].port.prefetch(frames);
+    }
+
     fn rx_burst(&mut self, now: Timestamp, out: &mut Vec<P::Buf>, max: usize) -> usize {
         let count = self.links.len();
         let first = self.next_rx % count;

@@ -84,6 +84,22 @@ impl Ulp<Mbuf, Vec<u8>> for Initiator {
     }
 }
 
+/// A ULP for winding down: submits nothing and gives back the frames of
+/// whatever event comes.
+pub struct Drain;
+
+impl Ulp<Mbuf, Vec<u8>> for Drain {
+    fn submit(&mut self, _now: Timestamp, _engine: &mut Engine<Mbuf>) {}
+
+    fn on_event(&mut self, _now: Timestamp, engine: &mut Engine<Mbuf>, event: UlpEvent<Mbuf>) {
+        match event {
+            UlpEvent::Completion(c) => engine.release(c.data),
+            UlpEvent::Request(r) => engine.release(r.payload),
+            _ => {}
+        }
+    }
+}
+
 /// The target's ULP: checks every pushed byte, answers pulls.
 pub struct Target {
     pub pushed_bytes: usize,
