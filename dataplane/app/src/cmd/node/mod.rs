@@ -802,9 +802,17 @@ pub fn print_text(r: &Report) {
             r.latency_p50_us, r.latency_p99_us, r.latency_max_us
         );
     }
+    let reasons: Vec<String> = r
+        .drops_by_reason
+        .iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
     println!(
-        "  retransmissions {}, drops {} {:?}, injected losses {}",
-        r.retransmissions, r.drops, r.drops_by_reason, r.injected_losses
+        "  retransmissions {}, drops {} ({}), injected losses {}",
+        r.retransmissions,
+        r.drops,
+        reasons.join(", "),
+        r.injected_losses
     );
     if let Some(u) = &r.udp {
         println!(
