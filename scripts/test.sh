@@ -34,6 +34,9 @@ echo "== cargo test"
 # (tests/cluster.rs) need it; about a second.
 cargo test --workspace --exclude falcon --features falcon-core/testing
 cargo test --release -p falcon
+# (That includes tests/node_udp.rs: two `falcon node` processes over the
+# kernel UDP port on 127.0.0.1, the verify workload under 1 % loss, and
+# `falcon bench udp`; about two seconds.)
 
 echo "== DPDK: the bindings and their wrappers on virtual devices"
 # falcon-dpdk with its `dpdk` feature: bindgen over the installed DPDK

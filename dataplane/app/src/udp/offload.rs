@@ -45,6 +45,11 @@ const GRO_SLOT_BYTES: usize = 65_536;
 /// The offload state of a [`UdpPort`].
 pub(super) struct Offload {
     rx_slots: Vec<Vec<u8>>,
+    rx_headers: MultiHeaders<SockaddrStorage>,
+    /// A call returned datagrams since `rx_headers` were made: recvmmsg
+    /// leaves each header's control length at what the kernel wrote last,
+    /// and a header that got no control message would get none again.
+    rx_headers_used: bool,
     /// Frames cut from GRO datagrams beyond a burst's `max`.
     rx_backlog: VecDeque<FrameBuf>,
     /// Per received datagram: length, peer index, cut short, GRO segment.
@@ -62,6 +67,8 @@ impl Offload {
         getsockopt(socket, sockopt::UdpGsoSegment).ok()?;
         Some(Offload {
             rx_slots: vec![vec![0u8; GRO_SLOT_BYTES]; GRO_SLOTS],
+            rx_headers: gro_headers(),
+            rx_headers_used: false,
             rx_backlog: VecDeque::new(),
             rx_meta: Vec::with_capacity(GRO_SLOTS),
             tx_headers: MultiHeaders::preallocate(BATCH, Some(nix::cmsg_space!(u16))),
@@ -73,6 +80,11 @@ impl Offload {
     pub(super) fn backlog(&self) -> usize {
         self.rx_backlog.len()
     }
+}
+
+/// Receive headers with room for the GRO control message.
+fn gro_headers() -> MultiHeaders<SockaddrStorage> {
+    MultiHeaders::preallocate(GRO_SLOTS, Some(nix::cmsg_space!(i32)))
 }
 
 impl UdpPort {
@@ -100,12 +112,11 @@ impl UdpPort {
         }
         self.stats.rx_calls += 1;
         off.rx_meta.clear();
+        if off.rx_headers_used {
+            off.rx_headers = gro_headers();
+            off.rx_headers_used = false;
+        }
         {
-            // Fresh headers each call: recvmmsg leaves each header's
-            // control length at what the kernel wrote last time, and a
-            // header that got no control message would get none again.
-            let mut headers: MultiHeaders<SockaddrStorage> =
-                MultiHeaders::preallocate(GRO_SLOTS, Some(nix::cmsg_space!(i32)));
             let mut slices: Vec<[IoSliceMut<'_>; 1]> = off
                 .rx_slots
                 .iter_mut()
@@ -113,12 +124,13 @@ impl UdpPort {
                 .collect();
             match recvmmsg(
                 self.socket.as_raw_fd(),
-                &mut headers,
+                &mut off.rx_headers,
                 slices.iter_mut(),
                 MsgFlags::MSG_DONTWAIT,
                 None,
             ) {
                 Ok(received) => {
+                    off.rx_headers_used = true;
                     for datagram in received {
                         let peer = datagram.address.and_then(|a| {
                             let a = socket_addr(&a)?;

@@ -102,6 +102,11 @@ pub struct Report {
     /// The DPDK port's counters (`--port memif|af-packet|af-xdp`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dpdk: Option<DpdkCounters>,
+    /// Times the kernel took this process's core from it (another task on
+    /// the core, `nonvoluntary_ctxt_switches`): a busy-polling node pinned
+    /// to a core of its own sees none, and each one stalls its timers and
+    /// its peer's ACKs for a scheduler slice.
+    pub preemptions: Option<u64>,
     /// The target's report, as it sent it back (initiator only).
     pub peer_report: Option<serde_json::Value>,
     /// No failure, and (verify) both sides counted the same bytes.
@@ -772,12 +777,22 @@ fn base_report<P: NodePort, C: Clock>(
         injected_losses: lcore.port.injected_losses(),
         udp: None,
         dpdk: None,
+        preemptions: preemptions(),
         peer_report: None,
         ok: false,
         build: BUILD,
     };
     lcore.port.report_into(&mut report);
     report
+}
+
+/// This process's involuntary context switches so far (Linux).
+fn preemptions() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The summary in text.
