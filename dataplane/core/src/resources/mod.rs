@@ -788,7 +788,7 @@ impl Resources {
     /// # Errors
     ///
     /// The first [`Shortage`]; nothing is reserved then.
-    #[inline]
+    #[inline(always)]
     pub fn reserve_network(
         &mut self,
         account: &mut Account,

@@ -278,6 +278,7 @@ pub struct Ctx<'a, B: PacketBuf = FrameBuf, S = Vec<u8>> {
 
 impl<B: PacketBuf, S> Ctx<'_, B, S> {
     /// Releases `demand` from the connection's account.
+    #[inline(always)]
     pub(crate) fn release(&mut self, demand: &Demand) {
         if demand.is_zero() {
             return;

@@ -77,7 +77,11 @@ pub struct RxFrame {
 /// The [`FrameError`] `parse_with` returns for `bytes`, else
 /// [`FrameError::DestinationMac`] or [`FrameError::DestinationIp`] for a
 /// frame to another node.
-#[inline]
+///
+/// Always inlined into the engine's one call: left to LLVM, a build whose
+/// binary grew elsewhere took it out of line, and every frame paid the call
+/// and the `RxFrame` returned through memory.
+#[inline(always)]
 pub fn parse_rx(
     bytes: &[u8],
     checks: ChecksumChecks,
@@ -222,7 +226,7 @@ impl FrameTemplate {
     /// # Errors
     ///
     /// As [`FrameRepr::emit`]; nothing is written then.
-    #[inline]
+    #[inline(always)]
     pub fn emit(&self, buffer: &mut [u8], payload_len: usize) -> Result<usize, EmitError> {
         if self.short {
             if let Some(len) = self.emit_short(buffer, payload_len) {

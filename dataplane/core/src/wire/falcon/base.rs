@@ -322,6 +322,7 @@ impl BaseHeader {
     }
 
     /// Writes the base header at the start of `bytes`.
+    #[inline(always)]
     pub(super) fn emit_typed(&self, packet_type: PacketType, bytes: &mut [u8]) {
         self.write(packet_type, &mut Packet::new_unchecked(bytes));
     }

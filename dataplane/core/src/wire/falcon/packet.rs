@@ -231,7 +231,7 @@ impl Repr {
     /// (`header_len()..buffer_len()`, empty for types without one); `None`,
     /// nothing written, if `bytes` is shorter. One dispatch on the type, not
     /// one each for the length, the header and the payload range.
-    #[inline]
+    #[inline(always)]
     pub fn emit_within(&self, bytes: &mut [u8]) -> Option<Range<usize>> {
         #[inline(always)]
         fn within(
