@@ -8,6 +8,7 @@
 #   libnuma-dev                      linked by DPDK's pkg-config flags
 #   g++                              libFuzzer runtime for the fuzz targets
 #   valgrind                         callgrind, for scripts/instruction-check.sh
+#   prometheus                       promtool, which lints the metrics endpoint
 #   iproute2                         `ip netns` and veth pairs for the af_packet
 #                                    and af_xdp node tests (root), `ip link` for
 #                                    the net_tap offload test
@@ -15,7 +16,7 @@
 #                                    `rustc -vV`), for scripts/build-pgo.sh
 set -euo pipefail
 
-packages=(pkg-config clang libclang-dev libdpdk-dev dpdk dpdk-dev libnuma-dev g++ valgrind iproute2)
+packages=(pkg-config clang libclang-dev libdpdk-dev dpdk dpdk-dev libnuma-dev g++ valgrind iproute2 prometheus)
 # The profile-guided build needs the llvm-profdata of the LLVM rustc is built
 # on: raw profiles change format between LLVM releases.
 llvm_major=$(rustc -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' || true)

@@ -137,6 +137,11 @@ pub struct NodeArgs {
     /// preempted for a scheduler tick must not look like loss.
     #[arg(long, value_name = "US", default_value_t = NODE_MIN_RTO_US)]
     pub min_rto_us: f64,
+    /// Serve the node's figures as Prometheus text on
+    /// `http://ADDR/metrics` (counters `_total`, units in the names, drop
+    /// reasons as a label), refreshed once a second.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// No stats lines on stderr.
     #[arg(long)]
     pub quiet: bool,

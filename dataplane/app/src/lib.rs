@@ -12,6 +12,7 @@ pub mod cmd;
 pub mod democfg;
 pub mod error;
 pub mod memory;
+pub mod metrics;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;

@@ -86,6 +86,7 @@ pub fn run(args: &BenchUdpArgs) -> Result<Report> {
         udp_offload: args.udp_offload,
         target_delay_us: NODE_TARGET_DELAY_US,
         min_rto_us: NODE_MIN_RTO_US,
+        metrics: None,
         quiet: args.quiet,
         json: args.json,
     };

@@ -12,6 +12,7 @@
 //! them.
 
 mod dpdk;
+pub mod metrics;
 pub mod workload;
 
 pub use dpdk::DpdkCounters;
@@ -33,6 +34,7 @@ use self::workload::{Initiator, Pattern, Target, Workload, HEADER_LEN};
 use crate::cli::{NodeArgs, NodeRole, NodeWorkload, OnOff, PortKind};
 use crate::cm::{self, Channel, Local, Message};
 use crate::error::{AppError, Result};
+use crate::metrics::MetricsServer;
 use crate::udp::{UdpPeer, UdpPort, UdpPortConfig, UdpPortStats};
 
 /// How long the sides wait for each other to come up.
@@ -487,6 +489,43 @@ impl<P: NodePort> NodePort for FaultInjector<P> {
     }
 }
 
+/// The ULP's counts in a metrics snapshot.
+struct Counts<'a> {
+    transactions: u64,
+    ops: u64,
+    push_bytes: u64,
+    pull_bytes: u64,
+    response_bytes: u64,
+    failures: u64,
+    latency: Option<&'a hdrhistogram::Histogram<u64>>,
+}
+
+impl<'a> Counts<'a> {
+    fn initiator(u: &'a Initiator) -> Self {
+        Counts {
+            transactions: u.completions,
+            ops: u.ops,
+            push_bytes: u.push_bytes,
+            pull_bytes: u.pull_bytes,
+            response_bytes: u.response_bytes,
+            failures: u.failures.count,
+            latency: Some(&u.latency),
+        }
+    }
+
+    fn target(u: &'a Target) -> Self {
+        Counts {
+            transactions: u.requests,
+            ops: u.requests,
+            push_bytes: u.push_bytes,
+            pull_bytes: u.pull_bytes,
+            response_bytes: u.response_bytes,
+            failures: u.failures.count,
+            latency: None,
+        }
+    }
+}
+
 /// Counters a stats line shows the change of.
 #[derive(Debug, Clone, Copy, Default)]
 struct Progress {
@@ -524,6 +563,35 @@ fn drive<P: NodePort, C: Clock>(
     let deadline = args.seconds.map(|s| start + Duration::from_secs_f64(s));
     let mut next_line = start + Duration::from_secs(1);
     let mut last_line = (start, Progress::default());
+    let mut metrics = match args.metrics {
+        None => None,
+        Some(addr) => Some(
+            MetricsServer::start(addr, metrics::render)
+                .map_err(|e| AppError::Usage(format!("--metrics {addr}: {e}")))?,
+        ),
+    };
+    // A snapshot of the node with the ULP's counts (the initiator's
+    // latency too), for the metrics endpoint.
+    let snapshot = |lcore: &Lcore<P, C, Pattern>, counts: Counts<'_>| {
+        let (port_rx_frames, port_tx_frames) = lcore.port.frames();
+        metrics::Snapshot {
+            role,
+            port: args.port.name(),
+            psp: args.psp == OnOff::On,
+            uptime_seconds: start.elapsed().as_secs_f64(),
+            engine: lcore.engine.stats(),
+            port_rx_frames,
+            port_tx_frames,
+            injected_losses: lcore.port.injected_losses(),
+            transactions: counts.transactions,
+            ops: counts.ops,
+            push_bytes: counts.push_bytes,
+            pull_bytes: counts.pull_bytes,
+            response_bytes: counts.response_bytes,
+            failures: counts.failures,
+            latency: counts.latency.and_then(metrics::latency),
+        }
+    };
     let progress = |lcore: &Lcore<P, C, Pattern>, bytes: u64, ops: u64| {
         let s = lcore.engine.stats();
         let (rx_frames, tx_frames) = lcore.port.frames();
@@ -547,6 +615,9 @@ fn drive<P: NodePort, C: Clock>(
             );
             let mut measured: Option<(Instant, u64, u64)> = None;
             let mut last_completion = (start, 0u64);
+            if let Some(m) = &mut metrics {
+                m.publish(snapshot(&lcore, Counts::initiator(&ulp)));
+            }
             while !ulp.finished() {
                 lcore.turn(&mut ulp);
                 if lcore.turns % 16 != 0 {
@@ -574,14 +645,19 @@ fn drive<P: NodePort, C: Clock>(
                     ));
                     ulp.stop();
                 }
-                if t >= next_line && !args.quiet {
+                if t >= next_line {
                     let now = progress(
                         &lcore,
                         ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
                         ulp.ops,
                     );
-                    let dt = (t - last_line.0).as_secs_f64();
-                    stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
+                    if !args.quiet {
+                        let dt = (t - last_line.0).as_secs_f64();
+                        stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
+                    }
+                    if let Some(m) = &mut metrics {
+                        m.publish(snapshot(&lcore, Counts::initiator(&ulp)));
+                    }
                     last_line = (t, now);
                     next_line += Duration::from_secs(1);
                 }
@@ -650,6 +726,9 @@ fn drive<P: NodePort, C: Clock>(
         NodeRole::Target => {
             let mut ulp = Target::new(pattern);
             let mut next_poll = start;
+            if let Some(m) = &mut metrics {
+                m.publish(snapshot(&lcore, Counts::target(&ulp)));
+            }
             let theirs = loop {
                 lcore.turn(&mut ulp);
                 if lcore.turns % 16 != 0 {
@@ -677,14 +756,19 @@ fn drive<P: NodePort, C: Clock>(
                 if deadline.is_some_and(|d| t >= d) {
                     break None;
                 }
-                if t >= next_line && !args.quiet {
+                if t >= next_line {
                     let now = progress(
                         &lcore,
                         ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
                         ulp.requests,
                     );
-                    let dt = (t - last_line.0).as_secs_f64();
-                    stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
+                    if !args.quiet {
+                        let dt = (t - last_line.0).as_secs_f64();
+                        stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
+                    }
+                    if let Some(m) = &mut metrics {
+                        m.publish(snapshot(&lcore, Counts::target(&ulp)));
+                    }
                     last_line = (t, now);
                     next_line += Duration::from_secs(1);
                 }

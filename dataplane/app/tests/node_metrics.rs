@@ -1,0 +1,129 @@
+//! `falcon node --metrics ADDR` scraped while the node runs: the endpoint
+//! answers `GET /metrics` with Prometheus text whose counters grow between
+//! scrapes, and Prometheus' own `promtool check metrics` (Debian's
+//! `prometheus`, installed by `scripts/setup.sh`) finds no error and no
+//! lint warning in it.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::BIN;
+
+fn free_udp() -> String {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.local_addr().unwrap().to_string()
+}
+
+fn free_tcp() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// The body of `GET /metrics`, once the endpoint answers 200.
+fn scrape(addr: &str, limit: Duration) -> String {
+    let end = Instant::now() + limit;
+    loop {
+        if let Ok(mut s) = TcpStream::connect(addr) {
+            write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+            let mut r = String::new();
+            let _ = s.read_to_string(&mut r);
+            if r.starts_with("HTTP/1.1 200") {
+                let body = r.split_once("\r\n\r\n").expect("a head and a body").1;
+                return body.to_string();
+            }
+        }
+        assert!(Instant::now() < end, "no metrics from {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn value(text: &str, sample: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{sample} in\n{text}"))
+}
+
+#[test]
+fn the_metrics_endpoint_grows_and_passes_promtool() {
+    let (a, b, control) = (free_udp(), free_udp(), free_tcp());
+    let (metrics_t, metrics_i) = (free_tcp(), free_tcp());
+    let node = |role: &str, bind: &str, peer: &str, core: &str, metrics: &str| {
+        let mut c = Command::new(BIN);
+        c.args([
+            "node",
+            "--role",
+            role,
+            "--bind",
+            bind,
+            "--peer",
+            peer,
+            "--control",
+            &control,
+            "--core",
+            core,
+            "--metrics",
+            metrics,
+            "--quiet",
+            "--json",
+        ]);
+        if role == "initiator" {
+            c.args(["--workload", "bulk", "--seconds", "3"]);
+        } else {
+            c.args(["--seconds", "30"]);
+        }
+        c.stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let target = node("target", &a, &b, "1", &metrics_t);
+    std::thread::sleep(Duration::from_millis(300));
+    let initiator = node("initiator", &b, &a, "0", &metrics_i);
+    let first = scrape(&metrics_i, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(1500));
+    let later = scrape(&metrics_i, Duration::from_secs(5));
+    let target_text = scrape(&metrics_t, Duration::from_secs(5));
+    let (i, t) = (
+        initiator.wait_with_output().unwrap(),
+        target.wait_with_output().unwrap(),
+    );
+    assert!(i.status.success(), "{}", String::from_utf8_lossy(&i.stderr));
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+
+    assert!(first.contains("falcon_node_info{role=\"initiator\",port=\"udp\",psp=\"on\"} 1"));
+    let tx = "falcon_tx_frames_total";
+    assert!(
+        value(&later, tx) > value(&first, tx),
+        "{first}\n---\n{later}"
+    );
+    assert!(value(&later, "falcon_payload_bytes_total{kind=\"push\"}") > 0);
+    assert!(later.contains("falcon_op_latency_seconds{quantile=\"0.99\"}"));
+    assert!(target_text.contains("falcon_drops_total{reason=\"not_udp\"} 0"));
+
+    for text in [&later, &target_text] {
+        let mut check = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool (Debian's prometheus; scripts/setup.sh installs it)");
+        check
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = check.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "promtool: {}{}\n{text}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
