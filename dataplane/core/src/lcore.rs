@@ -2,7 +2,8 @@
 //!
 //! Layer: engine, the loop around the sans-IO API (DESIGN §3). One turn
 //! ([`Lcore::turn`]): read the clock; let the ULP submit; receive a burst
-//! and hand each frame to the engine; run the timers that are due; hand
+//! and hand each frame to the engine (more bursts while they come back
+//! full and timers are due); run the timers that are due; hand
 //! the engine's events to the ULP; transmit in bounded bursts, the clock
 //! read again before each (a frame is stamped within one burst of its
 //! departure, see [`Engine::transmit_burst`]). The RUE runs inside the
@@ -24,6 +25,9 @@ pub const RX_BURST: usize = 32;
 /// Frames built per transmit burst (see [`Engine::transmit_burst`] for why
 /// it is bounded).
 pub const TX_BURST: usize = 8;
+/// Receive bursts a turn may take, while they come back full, before it
+/// runs timers that are due (see [`Lcore::turn`]).
+pub const RX_BURSTS_BEFORE_TIMERS: usize = 64;
 
 /// Where a loop reads the time. Non-decreasing.
 pub trait Clock {
@@ -132,11 +136,27 @@ impl<P: Port, C: Clock, S: DataSource> Lcore<P, C, S> {
         turn.received = self
             .engine
             .receive_burst(now, &mut self.port, &mut self.rx, RX_BURST);
-        let now = if turn.received > 0 {
+        let mut now = if turn.received > 0 {
             self.clock.now()
         } else {
             now
         };
+        // Timers are due and the burst came back full: more frames wait,
+        // and after a stall (the core taken away, a slow turn) they are the
+        // ACKs and responses that answer those very timers. Read them
+        // first, so that a packet the peer already answered is not sent
+        // again; bounded, so that transmission is not starved.
+        let mut bursts = 1;
+        while turn.received == bursts * RX_BURST
+            && bursts < RX_BURSTS_BEFORE_TIMERS
+            && self.engine.poll_timeout().is_some_and(|t| t <= now)
+        {
+            turn.received += self
+                .engine
+                .receive_burst(now, &mut self.port, &mut self.rx, RX_BURST);
+            now = self.clock.now();
+            bursts += 1;
+        }
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             self.engine.handle_timeout(now);
             turn.timers = true;
@@ -213,6 +233,114 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    /// A clock the test moves by hand.
+    #[derive(Clone)]
+    struct HandClock(std::rc::Rc<std::cell::Cell<Timestamp>>);
+
+    impl Clock for HandClock {
+        fn now(&mut self) -> Timestamp {
+            self.0.get()
+        }
+    }
+
+    /// Pulls `n` of 1000 bytes at once; the target answers each at once.
+    struct Puller {
+        connection: ConnectionHandle,
+        to_submit: u64,
+        completed: u64,
+        answered: u64,
+    }
+
+    impl Ulp<FrameBuf, Vec<u8>> for Puller {
+        fn submit(&mut self, now: Timestamp, engine: &mut Engine) {
+            while self.to_submit > 0 {
+                let t = Transaction::pull(self.to_submit, 1000);
+                if engine.submit(now, self.connection, t).is_err() {
+                    break;
+                }
+                self.to_submit -= 1;
+            }
+        }
+
+        fn on_event(&mut self, now: Timestamp, engine: &mut Engine, event: UlpEvent) {
+            match event {
+                UlpEvent::Request(r) => {
+                    engine
+                        .submit_pull_data(now, r.connection, r.rsn, UlpHeader::EMPTY, vec![7; 1000])
+                        .expect("pull data");
+                    self.answered += 1;
+                }
+                UlpEvent::Completion(c) => {
+                    assert_eq!(c.status, CompletionStatus::Ack);
+                    self.completed += 1;
+                    engine.release(c.data);
+                }
+                UlpEvent::Xoff { .. } | UlpEvent::Xon { .. } => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn after_a_stall_the_frames_waiting_are_read_before_timers_fire() {
+        let time = std::rc::Rc::new(std::cell::Cell::new(Timestamp::from_nanos(1_000_000_000)));
+        let clock = HandClock(time.clone());
+        let now = time.get();
+        let config = |side: u8| EngineConfig {
+            local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
+            local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
+            ..EngineConfig::default()
+        };
+        let mut a: Engine = Engine::new(config(1), now).expect("config");
+        let mut b: Engine = Engine::new(config(2), now).expect("config");
+        let (ca, _) = connect(now, &mut a, &mut b, &PairSpec::default()).expect("connect");
+        let (pa, pb) = Loopback::pair(LoopbackConfig::default());
+        let mut la = Lcore::new(a, pa, clock.clone());
+        let mut lb = Lcore::new(b, pb, clock);
+        let mut initiator = Puller {
+            connection: ca,
+            to_submit: 96,
+            completed: 0,
+            answered: 0,
+        };
+        let mut target = Puller {
+            connection: ca,
+            to_submit: 0,
+            completed: 0,
+            answered: 0,
+        };
+        // The pull requests go out; the target answers them all while the
+        // initiator does not run (its core taken away), past its
+        // retransmit timeout.
+        la.turn(&mut initiator);
+        for _ in 0..50 {
+            time.set(
+                time.get()
+                    .saturating_add(std::time::Duration::from_micros(3)),
+            );
+            lb.turn(&mut target);
+        }
+        let waiting = lb.engine.stats().tx_frames;
+        assert!(target.answered > 0);
+        assert!(
+            waiting > RX_BURST as u64,
+            "more frames wait than one burst holds: {waiting}"
+        );
+        time.set(
+            time.get()
+                .saturating_add(std::time::Duration::from_millis(50)),
+        );
+        // Back on its core: it reads every answer before any timer runs.
+        la.turn(&mut initiator);
+        assert_eq!(initiator.completed, target.answered);
+        assert_eq!(
+            la.engine.stats().retransmissions,
+            0,
+            "{:?}",
+            la.engine.stats()
+        );
     }
 
     #[test]
