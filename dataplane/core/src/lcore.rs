@@ -2,8 +2,9 @@
 //!
 //! Layer: engine, the loop around the sans-IO API (DESIGN §3). One turn
 //! ([`Lcore::turn`]): read the clock; let the ULP submit; receive a burst
-//! and hand each frame to the engine (more bursts while they come back
-//! full and timers are due); run the timers that are due; hand
+//! and hand each frame to the engine (after a stall, more bursts while
+//! they come back full and timers are due); run the timers that are due;
+//! hand
 //! the engine's events to the ULP; transmit in bounded bursts, the clock
 //! read again before each (a frame is stamped within one burst of its
 //! departure, see [`Engine::transmit_burst`]). The RUE runs inside the
@@ -25,9 +26,12 @@ pub const RX_BURST: usize = 32;
 /// Frames built per transmit burst (see [`Engine::transmit_burst`] for why
 /// it is bounded).
 pub const TX_BURST: usize = 8;
-/// Receive bursts a turn may take, while they come back full, before it
-/// runs timers that are due (see [`Lcore::turn`]).
-pub const RX_BURSTS_BEFORE_TIMERS: usize = 64;
+/// Receive bursts a turn may take after a stall, while they come back
+/// full, before it runs timers that are due (see [`Lcore::turn`]).
+pub const RX_BURSTS_AFTER_STALL: usize = 64;
+/// A gap between turns this long is a stall: a turn of the loop takes
+/// microseconds, a scheduler slice milliseconds.
+pub const STALL: core::time::Duration = core::time::Duration::from_micros(200);
 
 /// Where a loop reads the time. Non-decreasing.
 pub trait Clock {
@@ -108,6 +112,8 @@ pub struct Lcore<P: Port, C: Clock, S: DataSource = Vec<u8>> {
     pub clock: C,
     rx: Vec<P::Buf>,
     tx: Vec<P::Buf>,
+    /// When the last turn ended.
+    last_turn: Option<Timestamp>,
     /// Turns run.
     pub turns: u64,
     /// Of them, turns that found nothing to do.
@@ -123,6 +129,7 @@ impl<P: Port, C: Clock, S: DataSource> Lcore<P, C, S> {
             clock,
             rx: Vec::with_capacity(RX_BURST),
             tx: Vec::with_capacity(TX_BURST),
+            last_turn: None,
             turns: 0,
             idle_turns: 0,
         }
@@ -141,16 +148,27 @@ impl<P: Port, C: Clock, S: DataSource> Lcore<P, C, S> {
         } else {
             now
         };
-        // Timers are due and the burst came back full: more frames wait,
-        // and after a stall (the core taken away, a slow turn) they are the
-        // ACKs and responses that answer those very timers. Read them
-        // first, so that a packet the peer already answered is not sent
-        // again; bounded, so that transmission is not starved.
+        // After a stall (the core taken away for a scheduler slice, a slow
+        // turn) a full burst says more frames wait, and they are the ACKs
+        // and responses that answer the timers now overdue. Read them, and
+        // hand their events to the ULP as they come (its ACKs move the
+        // receive windows), before the timers run, so that a packet the
+        // peer already answered is not sent again; bounded, so that
+        // transmission is not starved. A loop that is merely busy (a
+        // coalescing timer due every turn) keeps to one burst a turn.
+        let stalled = self
+            .last_turn
+            .is_some_and(|last| now.saturating_duration_since(last) >= STALL);
         let mut bursts = 1;
-        while turn.received == bursts * RX_BURST
-            && bursts < RX_BURSTS_BEFORE_TIMERS
+        while stalled
+            && turn.received == bursts * RX_BURST
+            && bursts < RX_BURSTS_AFTER_STALL
             && self.engine.poll_timeout().is_some_and(|t| t <= now)
         {
+            while let Some(event) = self.engine.poll_event() {
+                turn.events += 1;
+                ulp.on_event(now, &mut self.engine, event);
+            }
             turn.received += self
                 .engine
                 .receive_burst(now, &mut self.port, &mut self.rx, RX_BURST);
@@ -166,12 +184,27 @@ impl<P: Port, C: Clock, S: DataSource> Lcore<P, C, S> {
             ulp.on_event(now, &mut self.engine, event);
         }
         let clock = &mut self.clock;
-        turn.sent =
-            self.engine
-                .transmit_bursts(|| clock.now(), &mut self.port, &mut self.tx, TX_BURST);
+        let mut last = now;
+        turn.sent = self.engine.transmit_bursts(
+            || {
+                last = clock.now();
+                last
+            },
+            &mut self.port,
+            &mut self.tx,
+            TX_BURST,
+        );
+        self.last_turn = Some(last);
         self.turns += 1;
         self.idle_turns += u64::from(turn.is_idle());
         turn
+    }
+
+    /// Forgets when the last turn ended, so that the next is not taken for
+    /// one after a stall: for a caller that paused the loop on purpose
+    /// (a benchmark refilling its input between timed stretches).
+    pub fn resume(&mut self) {
+        self.last_turn = None;
     }
 
     /// Turns until `done` says so (checked after each turn).

@@ -164,6 +164,9 @@ impl Rig {
                 lcore.port.ready.push_back(m);
             }
             let goal = recording.len().min(chunk + CHUNK) as u64;
+            // The fill was a pause of this benchmark's, not a stall of the
+            // loop's (which would read several bursts in its next turn).
+            lcore.resume();
             let start = Instant::now();
             while !sink.done(&lcore.engine, goal, lcore.turns) {
                 lcore.turn(&mut sink);
