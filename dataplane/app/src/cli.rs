@@ -40,14 +40,15 @@ pub enum Command {
     #[command(subcommand)]
     Bench(BenchCommand),
     /// One side of a two-process run: an initiator or a target engine on a
-    /// port (the kernel UDP socket here), its connection to the peer set up
-    /// over a TCP control channel, PSP on. The initiator runs the workload
-    /// (`verify`: pushes and pulls of many sizes, every byte checked on
-    /// both sides; `bulk`: push goodput; `rr`: request/response rate and
-    /// latency) and tells the target when it is done; both print a summary
-    /// (`--json`: one object). A stats line a second goes to stderr. Exits
-    /// 1 if anything failed verification or the two sides' byte counts
-    /// differ.
+    /// port (a kernel UDP socket, or a DPDK memif, af_packet or af_xdp
+    /// port), its connection to the peer set up over a TCP control channel,
+    /// PSP on. The initiator runs the workload (`verify`: pushes and pulls
+    /// of many sizes, every byte checked on both sides; `bulk`: push
+    /// goodput; `rr`: request/response rate and latency) and tells the
+    /// target when it is done; both print a summary (`--json`: one object).
+    /// A stats line a second goes to stderr; `--metrics` serves the same
+    /// figures to Prometheus. Exits 1 if anything failed verification or
+    /// the two sides' byte counts differ.
     Node(NodeArgs),
 }
 
@@ -107,7 +108,8 @@ pub struct NodeArgs {
     /// bulk: default the largest a frame carries; rr: default 4096].
     #[arg(long)]
     pub size: Option<usize>,
-    /// Ops the initiator keeps outstanding (an rr op is a push and a pull)
+    /// Ops the initiator keeps outstanding (an rr op is a push and its
+    /// answer, an rr-pull op a push and a pull)
     /// [default 64; rr 100].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub inflight: Option<u32>,
