@@ -561,7 +561,9 @@ fn drive<P: NodePort, C: Clock>(
     let role = args.role.name();
     let start = Instant::now();
     let deadline = args.seconds.map(|s| start + Duration::from_secs_f64(s));
-    let mut next_line = start + Duration::from_secs(1);
+    // The first tick comes at once (a snapshot for the metrics endpoint,
+    // no stats line), then one a second.
+    let mut next_line = start;
     let mut last_line = (start, Progress::default());
     let mut metrics = match args.metrics {
         None => None,
@@ -604,6 +606,24 @@ fn drive<P: NodePort, C: Clock>(
             drops: s.drops.total(),
         }
     };
+    // Once a second: the stats line on stderr and a snapshot for the
+    // metrics endpoint.
+    let mut tick = |t: Instant, lcore: &Lcore<P, C, Pattern>, counts: Counts<'_>| {
+        if t < next_line {
+            return;
+        }
+        let bytes = counts.push_bytes + counts.pull_bytes + counts.response_bytes;
+        let now = progress(lcore, bytes, counts.ops);
+        let dt = (t - last_line.0).as_secs_f64();
+        if !args.quiet && dt > 0.5 {
+            stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
+        }
+        if let Some(m) = &mut metrics {
+            m.publish(snapshot(lcore, counts));
+        }
+        last_line = (t, now);
+        next_line += Duration::from_secs(1);
+    };
     let mut report = match args.role {
         NodeRole::Initiator => {
             let mut ulp = Initiator::new(
@@ -615,9 +635,6 @@ fn drive<P: NodePort, C: Clock>(
             );
             let mut measured: Option<(Instant, u64, u64)> = None;
             let mut last_completion = (start, 0u64);
-            if let Some(m) = &mut metrics {
-                m.publish(snapshot(&lcore, Counts::initiator(&ulp)));
-            }
             while !ulp.finished() {
                 lcore.turn(&mut ulp);
                 if lcore.turns % 16 != 0 {
@@ -645,22 +662,7 @@ fn drive<P: NodePort, C: Clock>(
                     ));
                     ulp.stop();
                 }
-                if t >= next_line {
-                    let now = progress(
-                        &lcore,
-                        ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
-                        ulp.ops,
-                    );
-                    if !args.quiet {
-                        let dt = (t - last_line.0).as_secs_f64();
-                        stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
-                    }
-                    if let Some(m) = &mut metrics {
-                        m.publish(snapshot(&lcore, Counts::initiator(&ulp)));
-                    }
-                    last_line = (t, now);
-                    next_line += Duration::from_secs(1);
-                }
+                tick(t, &lcore, Counts::initiator(&ulp));
             }
             let (end, bytes, ops) = measured.unwrap_or((
                 Instant::now(),
@@ -726,9 +728,6 @@ fn drive<P: NodePort, C: Clock>(
         NodeRole::Target => {
             let mut ulp = Target::new(pattern);
             let mut next_poll = start;
-            if let Some(m) = &mut metrics {
-                m.publish(snapshot(&lcore, Counts::target(&ulp)));
-            }
             let theirs = loop {
                 lcore.turn(&mut ulp);
                 if lcore.turns % 16 != 0 {
@@ -756,22 +755,7 @@ fn drive<P: NodePort, C: Clock>(
                 if deadline.is_some_and(|d| t >= d) {
                     break None;
                 }
-                if t >= next_line {
-                    let now = progress(
-                        &lcore,
-                        ulp.push_bytes + ulp.pull_bytes + ulp.response_bytes,
-                        ulp.requests,
-                    );
-                    if !args.quiet {
-                        let dt = (t - last_line.0).as_secs_f64();
-                        stats_line(role, (t - start).as_secs_f64(), now, last_line.1, dt);
-                    }
-                    if let Some(m) = &mut metrics {
-                        m.publish(snapshot(&lcore, Counts::target(&ulp)));
-                    }
-                    last_line = (t, now);
-                    next_line += Duration::from_secs(1);
-                }
+                tick(t, &lcore, Counts::target(&ulp));
             };
             let seconds = theirs
                 .as_ref()
