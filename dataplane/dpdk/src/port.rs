@@ -175,6 +175,12 @@ impl DpdkPort {
         &self.port
     }
 
+    /// A handle on the ethdev port that outlives this queue's port: for a
+    /// reporter on another thread to read the device's counters.
+    pub fn eth_shared(&self) -> Arc<EthPort> {
+        Arc::clone(&self.port)
+    }
+
     /// The ethdev port, for calls on the device itself (the forwarding
     /// baseline of `falcon bench pipeline`); `None` while other lcores'
     /// ports share it.

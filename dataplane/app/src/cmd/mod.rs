@@ -13,4 +13,5 @@ pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod pipeline_falcon;
 pub mod psp_tool;
+pub mod run;
 mod slices;

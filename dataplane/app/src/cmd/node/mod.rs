@@ -138,7 +138,7 @@ fn addresses(role: NodeRole) -> (IpAddr, EthernetAddress, u32) {
     }
 }
 
-fn master_keys() -> Result<MasterKeys> {
+pub(crate) fn master_keys() -> Result<MasterKeys> {
     let path = std::path::Path::new("/dev/urandom");
     let mut bytes = [0u8; 64];
     use std::io::Read;
@@ -307,6 +307,7 @@ fn set_up_connection<B: PacketBuf, C: Clock>(
         function: DestinationFunction::truncating(cid),
         version: Version::Aes128Gcm,
         workload: args.workload.name().to_string(),
+        ordering: falcon_core::api::OrderingMode::Ordered,
     };
     let failed = |e: String| failed(args, e);
     let (mut channel, ours, theirs) = match args.role {
