@@ -24,8 +24,7 @@ use psp::{MasterKey, MasterKeys, SecurityGlobals};
 use rue::{BypassConfig, DcqcnConfig, PlbConfig, ProfileConfig, Profiles, SwiftConfig};
 
 use super::schema::{
-    DeliverySection, DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, RuePlacement,
-    SwiftSection,
+    DeliverySection, DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, RuePlacement, SwiftSection,
 };
 use super::Origin;
 use crate::error::Result;

@@ -11,9 +11,9 @@ use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 
 use falcon_core::api::{ConnectionId, DeliveryConfig};
+use falcon_core::api::{DestinationFunction, EthernetAddress, OrderingMode, RueMode};
 use falcon_core::node::MAX_SHARDS;
 use falcon_core::resources::ResourceConfig;
-use falcon_core::api::{DestinationFunction, EthernetAddress, OrderingMode, RueMode};
 use psp::{Backend, MasterKey, MasterKeys, SecurityGlobals, Version};
 
 use super::schema::{ConnectionsSection, PortSection, Role, RunConfig, RunWorkload};
@@ -24,7 +24,14 @@ use crate::error::Result;
 pub const SELF_PEER: &str = "self";
 
 /// EAL arguments `[lcores]` and `file_prefix` own.
-const EAL_ARGS_OWNED: [&str; 6] = ["-l", "-c", "--lcores", "--main-lcore", "--file-prefix", "-n"];
+const EAL_ARGS_OWNED: [&str; 6] = [
+    "-l",
+    "-c",
+    "--lcores",
+    "--main-lcore",
+    "--file-prefix",
+    "-n",
+];
 
 /// What `falcon run` sets up, checked.
 #[derive(Debug, Clone)]
@@ -229,7 +236,10 @@ fn port(p: &PortSection, config: &RunConfig, origin: &Origin) -> Result<()> {
             .eal
             .args
             .iter()
-            .filter_map(|a| a.strip_prefix("--vdev=").or_else(|| a.strip_prefix("--vdev ")))
+            .filter_map(|a| {
+                a.strip_prefix("--vdev=")
+                    .or_else(|| a.strip_prefix("--vdev "))
+            })
             .map(|v| v.split(',').next().unwrap_or(""))
             .collect();
         if !created.contains(&p.device.as_str()) {
@@ -264,10 +274,9 @@ fn psp(config: &RunConfig, origin: &Origin) -> Result<Option<PspPlan>> {
     if !p.enabled {
         return Ok(None);
     }
-    let replay_margin_ps = p
-        .replay_margin_ns
-        .checked_mul(1000)
-        .ok_or_else(|| origin.error("psp.replay_margin_ns", "must be below 2^64 ps (≈ 213 days)"))?;
+    let replay_margin_ps = p.replay_margin_ns.checked_mul(1000).ok_or_else(|| {
+        origin.error("psp.replay_margin_ns", "must be below 2^64 ps (≈ 213 days)")
+    })?;
     let keys = match (&p.master_key_0, &p.master_key_1) {
         (Some(k0), Some(k1)) => Some(MasterKeys {
             k0: MasterKey::new(k0.0),
@@ -298,7 +307,10 @@ fn peers(config: &RunConfig, origin: &Origin) -> Result<Vec<PlannedPeer>> {
     for (i, p) in config.peers.iter().enumerate() {
         let key = format!("peers[{i}].name");
         if p.name == SELF_PEER {
-            return Err(origin.error(&key, "`self` is this node; connections name it without a [[peers]] entry"));
+            return Err(origin.error(
+                &key,
+                "`self` is this node; connections name it without a [[peers]] entry",
+            ));
         }
         if !names.insert(p.name.as_str()) {
             return Err(origin.error(&key, format!("a second peer named `{}`", p.name)));
@@ -338,7 +350,11 @@ fn connections(
                     format!(
                         "no peer named `{}` (peers: {}; `self` is this node)",
                         c.peer,
-                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
                     ),
                 )
             })?)
@@ -375,12 +391,14 @@ fn connections(
             let cid = match c.first_cid {
                 Some(first) => {
                     let value = first.checked_add(index).filter(|&v| v <= 0xFF_FFFF);
-                    let cid = value.and_then(|v| ConnectionId::new(v).ok()).ok_or_else(|| {
-                        origin.error(
-                            &key("first_cid"),
-                            format!("{first} + count − 1 must fit 24 bits (at most 0xFFFFFF)"),
-                        )
-                    })?;
+                    let cid = value
+                        .and_then(|v| ConnectionId::new(v).ok())
+                        .ok_or_else(|| {
+                            origin.error(
+                                &key("first_cid"),
+                                format!("{first} + count − 1 must fit 24 bits (at most 0xFFFFFF)"),
+                            )
+                        })?;
                     if !cids.insert(cid.value()) {
                         return Err(origin.error(
                             &key("first_cid"),
@@ -408,16 +426,28 @@ fn connections(
     Ok(planned)
 }
 
-fn check_sizes(c: &ConnectionsSection, config: &RunConfig, origin: &Origin, entry: usize) -> Result<()> {
+fn check_sizes(
+    c: &ConnectionsSection,
+    config: &RunConfig,
+    origin: &Origin,
+    entry: usize,
+) -> Result<()> {
     let key = |k: &str| format!("connections[{entry}].{k}");
     // Headers in front of the data: Ethernet, IPv6, UDP, PSP (header and
     // ICV), Falcon's largest, and the workload's own 8-byte ULP header.
     const OVERHEAD: usize = 14 + 40 + 8 + 16 + 16 + 28 + 8;
-    let most = config.port.max_frame.saturating_sub(OVERHEAD).min(usize::from(u16::MAX));
+    let most = config
+        .port
+        .max_frame
+        .saturating_sub(OVERHEAD)
+        .min(usize::from(u16::MAX));
     if c.size == 0 || c.size > most {
         return Err(origin.error(
             &key("size"),
-            format!("must be in 1..={most} (port.max_frame {} less headers)", config.port.max_frame),
+            format!(
+                "must be in 1..={most} (port.max_frame {} less headers)",
+                config.port.max_frame
+            ),
         ));
     }
     if c.inflight == 0 {

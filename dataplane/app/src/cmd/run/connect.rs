@@ -163,7 +163,12 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
         )))
     };
     let listener = match plan.control {
-        Some(addr) if plan.connections.iter().any(|c| c.peer.is_some() && c.role == Role::Target) => {
+        Some(addr)
+            if plan
+                .connections
+                .iter()
+                .any(|c| c.peer.is_some() && c.role == Role::Target) =>
+        {
             Some(TcpListener::bind(addr).map_err(|e| {
                 AppError::Failed(format!("node.control {addr}: cannot listen: {e}"))
             })?)
@@ -185,8 +190,12 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                     Some(cm::initiator_sequence()),
                 )
                 .map_err(failed)?;
-                let theirs = cm::offer(&mut engines[usize::from(st)], &local(c, Role::Target, ct), None)
-                    .map_err(failed)?;
+                let theirs = cm::offer(
+                    &mut engines[usize::from(st)],
+                    &local(c, Role::Target, ct),
+                    None,
+                )
+                .map_err(failed)?;
                 let hi = cm::add_connection(now, &mut engines[usize::from(si)], &ours, &theirs)
                     .map_err(failed)?;
                 let ht = cm::add_connection(now, &mut engines[usize::from(st)], &theirs, &ours)
@@ -201,9 +210,8 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                     None => {
                         // Invariant: the plan refuses an initiator whose peer has no control address.
                         let addr = peer.control.expect("checked: peers[].control");
-                        let channel = Channel::connect(addr, SETUP_TIMEOUT).map_err(|e| {
-                            failed(format!("peer `{}` at {addr}: {e}", peer.name))
-                        })?;
+                        let channel = Channel::connect(addr, SETUP_TIMEOUT)
+                            .map_err(|e| failed(format!("peer `{}` at {addr}: {e}", peer.name)))?;
                         channels.push(PeerChannel {
                             peer: p,
                             channel,
@@ -215,16 +223,30 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                 };
                 let (shard, cid) = placement.place(c.cid)?;
                 let engine = &mut engines[usize::from(shard)];
-                let ours = cm::offer(engine, &local(c, Role::Initiator, cid), Some(cm::initiator_sequence()))
-                    .map_err(failed)?;
+                let ours = cm::offer(
+                    engine,
+                    &local(c, Role::Initiator, cid),
+                    Some(cm::initiator_sequence()),
+                )
+                .map_err(failed)?;
                 let ch = &mut channels[at];
-                ch.channel.send(&Message::Offer(ours.clone())).map_err(failed)?;
+                ch.channel
+                    .send(&Message::Offer(ours.clone()))
+                    .map_err(failed)?;
                 let theirs = match ch.channel.recv(SETUP_TIMEOUT).map_err(failed)? {
                     Message::Offer(o) => o,
                     Message::Abort { reason } => {
-                        return Err(failed(format!("peer `{}` refused a connection: {reason}", peer.name)))
+                        return Err(failed(format!(
+                            "peer `{}` refused a connection: {reason}",
+                            peer.name
+                        )))
                     }
-                    other => return Err(failed(format!("peer `{}`: expected an offer, got {other:?}", peer.name))),
+                    other => {
+                        return Err(failed(format!(
+                            "peer `{}`: expected an offer, got {other:?}",
+                            peer.name
+                        )))
+                    }
                 };
                 let h = cm::add_connection(now, engine, &ours, &theirs).map_err(failed)?;
                 ch.connections += 1;
@@ -235,7 +257,10 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                 // This peer's channel: accept until it has come (other
                 // peers' channels that come first wait with their offer).
                 let at = loop {
-                    if let Some(at) = channels.iter().position(|ch| ch.peer == p && !ch.initiating) {
+                    if let Some(at) = channels
+                        .iter()
+                        .position(|ch| ch.peer == p && !ch.initiating)
+                    {
                         break at;
                     }
                     // Invariant: the plan refuses a target role without node.control.
@@ -244,12 +269,21 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                         .map_err(|e| failed(format!("waiting for peer `{}`: {e}", peer.name)))?;
                     let first = match channel.recv(SETUP_TIMEOUT).map_err(failed)? {
                         Message::Offer(o) => o,
-                        other => return Err(failed(format!("a peer's first message: expected an offer, got {other:?}"))),
+                        other => {
+                            return Err(failed(format!(
+                                "a peer's first message: expected an offer, got {other:?}"
+                            )))
+                        }
                     };
                     let Some(from) = plan.peers.iter().position(|q| q.ip == first.ip) else {
                         let reason = format!("no [[peers]] entry has ip {}", first.ip);
-                        let _ = channel.send(&Message::Abort { reason: reason.clone() });
-                        return Err(failed(format!("an offer from {}: {reason}", channel.peer())));
+                        let _ = channel.send(&Message::Abort {
+                            reason: reason.clone(),
+                        });
+                        return Err(failed(format!(
+                            "an offer from {}: {reason}",
+                            channel.peer()
+                        )));
                     };
                     pending.push((from, first));
                     channels.push(PeerChannel {
@@ -284,7 +318,8 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                 };
                 ch.channel.send(&Message::Offer(ours)).map_err(failed)?;
                 ch.connections += 1;
-                ulps[usize::from(shard)].add(h, End::Target(Box::new(Target::new(pattern.clone()))));
+                ulps[usize::from(shard)]
+                    .add(h, End::Target(Box::new(Target::new(pattern.clone()))));
             }
         }
     }

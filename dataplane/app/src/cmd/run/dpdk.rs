@@ -80,6 +80,7 @@ fn init_logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -92,12 +93,34 @@ pub fn run(args: &RunArgs, plan: &Plan) -> Result<RunReport> {
     }
     let shards = plan.datapath_cpus.len() as u16;
     let failed = |call: &str, e: falcon_dpdk::DpdkError| AppError::Failed(format!("{call}: {e}"));
+    remove_stale_memif_sockets(plan);
     let eal_args: Vec<&str> = plan.eal_args.iter().map(String::as_str).collect();
-    let eal = Eal::init(&eal_args).map_err(|e| config_error(args, "eal.args", format!("the EAL refused them: {e}")))?;
+    let eal = Eal::init(&eal_args)
+        .map_err(|e| config_error(args, "eal.args", format!("the EAL refused them: {e}")))?;
     tracing::info!(args = %plan.eal_args.join(" "), "EAL up");
     let result = run_on(args, plan, eal, shards, failed);
     let _ = std::fs::remove_dir_all(eal.runtime_dir());
     result
+}
+
+/// A memif server's socket left by a run that was killed: the server could
+/// not bind it.
+fn remove_stale_memif_sockets(plan: &Plan) {
+    use std::os::unix::fs::FileTypeExt;
+    for arg in &plan.eal_args {
+        let Some(vdev) = arg.strip_prefix("--vdev=net_memif") else {
+            continue;
+        };
+        let fields: Vec<&str> = vdev.split(',').collect();
+        if !fields.contains(&"role=server") {
+            continue;
+        }
+        for path in fields.iter().filter_map(|f| f.strip_prefix("socket=")) {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
 }
 
 fn run_on(
@@ -110,7 +133,11 @@ fn run_on(
     // The port: a transmit queue per datapath lcore, receive queues as
     // asked and the device has.
     let id = EthPort::id_by_name(eal, &plan.port.device).map_err(|e| {
-        config_error(args, "port.device", format!("no DPDK device of that name: {e}"))
+        config_error(
+            args,
+            "port.device",
+            format!("no DPDK device of that name: {e}"),
+        )
     })?;
     let info = DeviceInfo::get(id).map_err(|e| failed("rte_eth_dev_info_get", e))?;
     if info.max_tx_queues < shards {
@@ -129,7 +156,10 @@ fn run_on(
             return Err(config_error(
                 args,
                 "port.rx_queues",
-                format!("{} ({}) has at most {}", plan.port.device, info.driver, info.max_rx_queues),
+                format!(
+                    "{} ({}) has at most {}",
+                    plan.port.device, info.driver, info.max_rx_queues
+                ),
             ))
         }
         n => n.min(shards),
@@ -150,7 +180,10 @@ fn run_on(
     let eth = EthPort::start(eal, id, port_config, pool).map_err(|e| failed("port start", e))?;
     let mac = match plan.mac {
         Some(mac) => mac,
-        None => EthernetAddress(eth.mac_address().map_err(|e| failed("rte_eth_macaddr_get", e))?),
+        None => EthernetAddress(
+            eth.mac_address()
+                .map_err(|e| failed("rte_eth_macaddr_get", e))?,
+        ),
     };
     let mut ports = DpdkPort::on_queues(eth, shards, pool, plan.port.max_frame)
         .map_err(|e| failed("port queues", e))?;
@@ -209,7 +242,11 @@ fn run_on(
     let mut rue_channels = Vec::new();
     if plan.rue_cpu.is_some() {
         let RueMode::Profiles(profiles) = &plan.rue else {
-            return Err(config_error(args, "lcores.rue", "needs a RUE algorithm (rue.algorithm)"));
+            return Err(config_error(
+                args,
+                "lcores.rue",
+                "needs a RUE algorithm (rue.algorithm)",
+            ));
         };
         let mut rue = rue::Rue::new(
             rue::RueConfig {
@@ -245,10 +282,13 @@ fn run_on(
                 None => plan.rue.clone(),
             },
             delivery: plan.delivery.clone(),
-            resources: plan.resources.clone(),
+            resources: plan.resources,
             ..EngineConfig::default()
         };
-        engines.push(Engine::new(config, now).map_err(|e| AppError::Failed(format!("engine of shard {shard}: {e}")))?);
+        engines.push(
+            Engine::new(config, now)
+                .map_err(|e| AppError::Failed(format!("engine of shard {shard}: {e}")))?,
+        );
     }
     let version = plan.psp.as_ref().map_or(Version::Aes128Gcm, |p| p.version);
     let wiring = connect::set_up(now, plan, &mut engines, steering, mac, version)?;
@@ -290,11 +330,8 @@ fn run_on(
     };
     let mut receivers: Vec<RingReceiver<LcoreSnapshot>> = Vec::new();
     let mut jobs = Vec::new();
-    for (shard, ((engine, port), mut ulp)) in engines
-        .into_iter()
-        .zip(ports)
-        .zip(wiring.ulps)
-        .enumerate()
+    for (shard, ((engine, port), mut ulp)) in
+        engines.into_iter().zip(ports).zip(wiring.ulps).enumerate()
     {
         let (tx, rx) = ring_channel(NonZeroUsize::MIN);
         receivers.push(rx);
@@ -321,7 +358,11 @@ fn run_on(
         device: plan.port.device.clone(),
         driver: info.driver.clone(),
         psp: plan.psp.is_some(),
-        rue: if plan.rue_cpu.is_some() { "lcore" } else { "inline" },
+        rue: if plan.rue_cpu.is_some() {
+            "lcore"
+        } else {
+            "inline"
+        },
     };
     let metrics_addr = args.metrics.or(plan.metrics);
     let mut metrics = match metrics_addr {
@@ -339,7 +380,9 @@ fn run_on(
     let mut stopped_at = None;
     let mut device_then = device_counters(&device);
     let mut next_line = Instant::now() + Duration::from_secs(1);
-    let serving: Vec<usize> = (0..channels.len()).filter(|&i| !channels[i].initiating).collect();
+    let serving: Vec<usize> = (0..channels.len())
+        .filter(|&i| !channels[i].initiating)
+        .collect();
     let mut peers_done = vec![false; channels.len()];
     loop {
         std::thread::sleep(Duration::from_millis(50));
@@ -373,7 +416,10 @@ fn run_on(
         if stopped_by.is_none() {
             let reason = if signalled.load(Ordering::Relaxed) {
                 Some("signal")
-            } else if args.duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d) {
+            } else if args
+                .duration
+                .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+            {
                 Some("duration")
             } else if args.duration.is_none() && reporter.initiators_done() && serving.is_empty() {
                 Some("done")
@@ -383,7 +429,10 @@ fn run_on(
                 None
             };
             if let Some(reason) = reason {
-                tracing::info!(reason, "stopping: initiators submit nothing more, outstanding transactions drain");
+                tracing::info!(
+                    reason,
+                    "stopping: initiators submit nothing more, outstanding transactions drain"
+                );
                 stop.store(true, Ordering::Relaxed);
                 stopped_by = Some(reason);
                 stopped_at = Some(started.elapsed().as_secs_f64());
@@ -440,7 +489,12 @@ fn finish_with_peers(channels: &mut [PeerChannel], report: &RunReport) -> bool {
             match ch.channel.recv(PEER_DONE_TIMEOUT) {
                 Ok(Message::Done { report }) => {
                     tracing::info!(peer = ch.peer, report = %report, "peer done");
-                    if report.get("failures").and_then(serde_json::Value::as_u64).unwrap_or(0) > 0 {
+                    if report
+                        .get("failures")
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0)
+                        > 0
+                    {
                         ok = false;
                     }
                 }

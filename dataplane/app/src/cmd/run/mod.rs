@@ -38,11 +38,16 @@ pub fn main(args: &RunArgs) -> Result<()> {
     let plan = runcfg::load(&args.config)?;
     if let Some(d) = args.duration {
         if !(d.is_finite() && d > 0.0) {
-            return Err(AppError::Usage(format!("--duration {d}: must be a positive number of seconds")));
+            return Err(AppError::Usage(format!(
+                "--duration {d}: must be a positive number of seconds"
+            )));
         }
     }
     if !(args.drain.is_finite() && args.drain >= 0.0) {
-        return Err(AppError::Usage(format!("--drain {}: must be zero or more seconds", args.drain)));
+        return Err(AppError::Usage(format!(
+            "--drain {}: must be zero or more seconds",
+            args.drain
+        )));
     }
     if args.check {
         print_plan(args, &plan);
@@ -121,7 +126,11 @@ fn print_plan(args: &RunArgs, plan: &Plan) {
         if c.index > 0 {
             continue;
         }
-        let count = plan.connections.iter().filter(|d| d.entry == c.entry).count();
+        let count = plan
+            .connections
+            .iter()
+            .filter(|d| d.entry == c.entry)
+            .count();
         println!(
             "  connections[{}]: {count} × {:?} to {} ({:?}, {:?}, {} bytes, {} in flight)",
             c.entry,

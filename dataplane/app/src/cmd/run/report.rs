@@ -125,7 +125,9 @@ impl Reporter {
 
     /// Every lcore has sent its last snapshot.
     pub fn all_last(&self) -> bool {
-        self.latest.iter().all(|s| s.as_ref().is_some_and(|s| s.last))
+        self.latest
+            .iter()
+            .all(|s| s.as_ref().is_some_and(|s| s.last))
     }
 
     /// Every lcore reported, and every initiator's work is done; `false`
@@ -133,12 +135,20 @@ impl Reporter {
     pub fn initiators_done(&self) -> bool {
         let t = totals(self.latest.iter().flatten());
         t.workload.initiators > 0
-            && self.latest.iter().all(|s| s.as_ref().is_some_and(|s| s.initiators_finished))
+            && self
+                .latest
+                .iter()
+                .all(|s| s.as_ref().is_some_and(|s| s.initiators_finished))
     }
 
     /// The lines for the second that ended now; the snapshots become the
     /// previous ones.
-    pub fn lines(&mut self, device: Option<DeviceCounters>, device_then: Option<DeviceCounters>, verbose: bool) -> Vec<String> {
+    pub fn lines(
+        &mut self,
+        device: Option<DeviceCounters>,
+        device_then: Option<DeviceCounters>,
+        verbose: bool,
+    ) -> Vec<String> {
         let dt = self.previous_at.elapsed().as_secs_f64().max(1e-9);
         let mut lines = Vec::new();
         let now = totals(self.latest.iter().flatten());
@@ -282,7 +292,11 @@ impl Reporter {
             latency_p50_us: us(0.5),
             latency_p99_us: us(0.99),
             latency_p999_us: us(0.999),
-            latency_max_us: if latency.is_empty() { 0.0 } else { latency.max() as f64 / 1e3 },
+            latency_max_us: if latency.is_empty() {
+                0.0
+            } else {
+                latency.max() as f64 / 1e3
+            },
             dispatched: t.port.dispatched,
             dispatch_ring_full: t.port.dispatch_ring_full,
             device_counters: device,
@@ -539,23 +553,74 @@ fn render(
         .filter_map(|(s, n)| Some((n.as_str(), s.as_ref()?)))
         .collect();
     let per_lcore = |f: &dyn Fn(&LcoreSnapshot) -> u64| -> Vec<(Vec<(&str, &str)>, u64)> {
-        snaps.iter().map(|(n, s)| (vec![("lcore", *n)], f(s))).collect()
+        snaps
+            .iter()
+            .map(|(n, s)| (vec![("lcore", *n)], f(s)))
+            .collect()
     };
     type Family<'a> = (&'a str, &'a str, &'a dyn Fn(&LcoreSnapshot) -> u64);
     let families: [Family<'_>; 13] = [
-        ("falcon_rx_frames_total", "Frames the engine took in.", &|s| s.engine.rx_frames),
-        ("falcon_rx_bytes_total", "Bytes of the frames the engine took in.", &|s| s.engine.rx_bytes),
-        ("falcon_tx_frames_total", "Frames the engine built.", &|s| s.engine.tx_frames),
-        ("falcon_tx_bytes_total", "Bytes of the frames the engine built.", &|s| s.engine.tx_bytes),
-        ("falcon_retransmissions_total", "Packets sent again, on any trigger.", &|s| s.engine.retransmissions),
-        ("falcon_rue_events_total", "Congestion-control events handed to the RUE.", &|s| s.rue_events.max(s.engine.rue_events)),
-        ("falcon_transactions_total", "Transactions completed (initiators) or served (targets).", &|s| s.workload.completions + s.workload.requests),
-        ("falcon_ops_total", "Workload operations completed.", &|s| s.workload.ops),
-        ("falcon_verified_bytes_total", "Payload bytes checked against the pattern.", &|s| s.workload.verified_bytes),
-        ("falcon_workload_failures_total", "Checks the workload failed (bytes, statuses).", &|s| s.workload.failures),
-        ("falcon_dispatched_frames_total", "Frames handed to another lcore's shard (software dispatch).", &|s| s.port.dispatched),
-        ("falcon_dispatch_ring_full_drops_total", "Frames dropped because the owning lcore's ring was full.", &|s| s.port.dispatch_ring_full),
-        ("falcon_mbuf_alloc_failures_total", "Frames the engine could not build for an empty mbuf pool.", &|s| s.port.alloc_failures),
+        (
+            "falcon_rx_frames_total",
+            "Frames the engine took in.",
+            &|s| s.engine.rx_frames,
+        ),
+        (
+            "falcon_rx_bytes_total",
+            "Bytes of the frames the engine took in.",
+            &|s| s.engine.rx_bytes,
+        ),
+        ("falcon_tx_frames_total", "Frames the engine built.", &|s| {
+            s.engine.tx_frames
+        }),
+        (
+            "falcon_tx_bytes_total",
+            "Bytes of the frames the engine built.",
+            &|s| s.engine.tx_bytes,
+        ),
+        (
+            "falcon_retransmissions_total",
+            "Packets sent again, on any trigger.",
+            &|s| s.engine.retransmissions,
+        ),
+        (
+            "falcon_rue_events_total",
+            "Congestion-control events handed to the RUE.",
+            &|s| s.rue_events.max(s.engine.rue_events),
+        ),
+        (
+            "falcon_transactions_total",
+            "Transactions completed (initiators) or served (targets).",
+            &|s| s.workload.completions + s.workload.requests,
+        ),
+        ("falcon_ops_total", "Workload operations completed.", &|s| {
+            s.workload.ops
+        }),
+        (
+            "falcon_verified_bytes_total",
+            "Payload bytes checked against the pattern.",
+            &|s| s.workload.verified_bytes,
+        ),
+        (
+            "falcon_workload_failures_total",
+            "Checks the workload failed (bytes, statuses).",
+            &|s| s.workload.failures,
+        ),
+        (
+            "falcon_dispatched_frames_total",
+            "Frames handed to another lcore's shard (software dispatch).",
+            &|s| s.port.dispatched,
+        ),
+        (
+            "falcon_dispatch_ring_full_drops_total",
+            "Frames dropped because the owning lcore's ring was full.",
+            &|s| s.port.dispatch_ring_full,
+        ),
+        (
+            "falcon_mbuf_alloc_failures_total",
+            "Frames the engine could not build for an empty mbuf pool.",
+            &|s| s.port.alloc_failures,
+        ),
     ];
     for (name, help, f) in families {
         let samples = per_lcore(f);
@@ -569,16 +634,45 @@ fn render(
             drop_labels.push(([("lcore", *n), ("reason", r.name())], s.engine.drops.get(r)));
         }
     }
-    let drops: Vec<(&[(&str, &str)], u64)> = drop_labels.iter().map(|(l, v)| (&l[..], *v)).collect();
-    e.counter("falcon_drops_total", "Frames the engine dropped, by reason.", &drops);
+    let drops: Vec<(&[(&str, &str)], u64)> =
+        drop_labels.iter().map(|(l, v)| (&l[..], *v)).collect();
+    e.counter(
+        "falcon_drops_total",
+        "Frames the engine dropped, by reason.",
+        &drops,
+    );
     if let Some(d) = device {
         let port: [(&str, &str, u64); 6] = [
-            ("falcon_port_rx_packets_total", "Frames the device received.", d.rx_packets),
-            ("falcon_port_tx_packets_total", "Frames the device sent.", d.tx_packets),
-            ("falcon_port_rx_bytes_total", "Bytes the device received.", d.rx_bytes),
-            ("falcon_port_tx_bytes_total", "Bytes the device sent.", d.tx_bytes),
-            ("falcon_port_rx_missed_total", "Frames the device dropped for want of descriptors.", d.rx_missed),
-            ("falcon_port_rx_no_mbuf_total", "Receive buffer allocation failures in the device.", d.rx_no_mbuf),
+            (
+                "falcon_port_rx_packets_total",
+                "Frames the device received.",
+                d.rx_packets,
+            ),
+            (
+                "falcon_port_tx_packets_total",
+                "Frames the device sent.",
+                d.tx_packets,
+            ),
+            (
+                "falcon_port_rx_bytes_total",
+                "Bytes the device received.",
+                d.rx_bytes,
+            ),
+            (
+                "falcon_port_tx_bytes_total",
+                "Bytes the device sent.",
+                d.tx_bytes,
+            ),
+            (
+                "falcon_port_rx_missed_total",
+                "Frames the device dropped for want of descriptors.",
+                d.rx_missed,
+            ),
+            (
+                "falcon_port_rx_no_mbuf_total",
+                "Receive buffer allocation failures in the device.",
+                d.rx_no_mbuf,
+            ),
         ];
         for (name, help, value) in port {
             e.counter(name, help, &[(&[], value)]);

@@ -26,21 +26,12 @@ pub enum End {
 
 /// The ULP of one shard: each connection's end, events routed by
 /// connection.
+#[derive(Default)]
 pub struct ShardUlp {
     ends: Vec<End>,
     by_connection: HashMap<ConnectionHandle, usize>,
     /// Told to stop.
     stopped: bool,
-}
-
-impl Default for ShardUlp {
-    fn default() -> Self {
-        ShardUlp {
-            ends: Vec::new(),
-            by_connection: HashMap::new(),
-            stopped: false,
-        }
-    }
 }
 
 impl ShardUlp {
@@ -147,7 +138,12 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for ShardUlp {
         }
     }
 
-    fn on_event(&mut self, now: Timestamp, engine: &mut Engine<B, Pattern>, event: UlpEvent<B, Pattern>) {
+    fn on_event(
+        &mut self,
+        now: Timestamp,
+        engine: &mut Engine<B, Pattern>,
+        event: UlpEvent<B, Pattern>,
+    ) {
         let connection = match &event {
             UlpEvent::Completion(c) => c.connection,
             UlpEvent::Request(r) => r.connection,
@@ -155,7 +151,11 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for ShardUlp {
             | UlpEvent::Xoff { connection, .. }
             | UlpEvent::Xon { connection, .. } => *connection,
         };
-        match self.by_connection.get(&connection).map(|&i| &mut self.ends[i]) {
+        match self
+            .by_connection
+            .get(&connection)
+            .map(|&i| &mut self.ends[i])
+        {
             Some(End::Initiator(i)) => i.on_event(now, engine, event),
             Some(End::Target(t)) => t.on_event(now, engine, event),
             // Invariant: every connection of the engine was added here.

@@ -106,8 +106,15 @@ fn a_two_shard_node_serves_its_own_connections_and_drains_on_stop() {
             .expect("engine")
         })
         .collect();
-    let wiring = connect::set_up(now, &plan, &mut engines, node.steering(), mac, Version::Aes128Gcm)
-        .expect("set up");
+    let wiring = connect::set_up(
+        now,
+        &plan,
+        &mut engines,
+        node.steering(),
+        mac,
+        Version::Aes128Gcm,
+    )
+    .expect("set up");
     // Each connection's two ends on different shards: both have five.
     assert_eq!(wiring.ulps[0].len(), 5);
     assert_eq!(wiring.ulps[1].len(), 5);
@@ -147,7 +154,10 @@ fn a_two_shard_node_serves_its_own_connections_and_drains_on_stop() {
         if let Ok(s) = rx.recv_timeout(Duration::from_millis(100)) {
             reporter.take(s);
             let lines = reporter.lines(None, None, true);
-            assert!((2..=3).contains(&lines.len()), "the node's line and one per lcore that reported: {lines:?}");
+            assert!(
+                (2..=3).contains(&lines.len()),
+                "the node's line and one per lcore that reported: {lines:?}"
+            );
         }
         if started.elapsed() > Duration::from_secs(2) {
             stop.store(true, Ordering::Relaxed);
@@ -165,7 +175,11 @@ fn a_two_shard_node_serves_its_own_connections_and_drains_on_stop() {
     let initiated = report.per_lcore.iter().map(|l| l.transactions).sum::<u64>();
     assert_eq!(initiated, report.transactions);
     // Every verify transaction is an op; bulk pushes came beside them.
-    assert!(report.ops > 600, "verify ops and some bulk ops: {}", report.ops);
+    assert!(
+        report.ops > 600,
+        "verify ops and some bulk ops: {}",
+        report.ops
+    );
     assert!(report.pull_bytes > 0 && report.served_pull_bytes == report.pull_bytes);
     assert!(report.verified_bytes > 0);
     assert!(report.latency_p50_us > 0.0);
