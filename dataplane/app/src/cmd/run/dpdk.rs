@@ -391,7 +391,10 @@ fn run_on(
                 reporter.take(s);
             }
         }
-        if stopped_by.is_some() && reporter.all_last() {
+        // A lcore that ended without its last snapshot panicked: the node
+        // stops (and fails).
+        let crashed = jobs.iter().any(|j| j.is_finished()) && !reporter.all_last();
+        if stopped_by.is_some() && (reporter.all_last() || jobs.iter().all(|j| j.is_finished())) {
             break;
         }
         if Instant::now() >= next_line {
@@ -414,7 +417,9 @@ fn run_on(
             }
         }
         if stopped_by.is_none() {
-            let reason = if signalled.load(Ordering::Relaxed) {
+            let reason = if crashed {
+                Some("lcore-failure")
+            } else if signalled.load(Ordering::Relaxed) {
                 Some("signal")
             } else if args
                 .duration
