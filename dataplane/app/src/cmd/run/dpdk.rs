@@ -318,9 +318,16 @@ fn run_on(
         Some(mut rue) => {
             let lcore = u32::from(shards) + 1;
             let stop = Arc::clone(&rue_stop);
+            // On a CPU of its own it spins; beside a datapath lcore it
+            // yields, or the two take turns a scheduler slice at a time.
+            let idle = if plan.rue_cpu.is_some_and(|cpu| plan.datapath_cpus.contains(&cpu)) {
+                rue::Idle::Yield
+            } else {
+                rue::Idle::Spin
+            };
             Some(
                 falcon_dpdk::lcore::launch(eal, lcore, move || {
-                    rue.run(&stop, rue::Idle::Spin);
+                    rue.run(&stop, idle);
                     rue.counters()
                 })
                 .map_err(|e| failed("RUE lcore", e))?,
