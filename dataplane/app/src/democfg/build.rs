@@ -498,6 +498,7 @@ fn pair(config: &DemoConfig, origin: &Origin) -> Result<PairSpec> {
         delivery: None,
         credits: None,
         version: config.psp.version.into(),
+        rate_cap: None,
     })
 }
 

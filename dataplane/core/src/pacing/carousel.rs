@@ -160,6 +160,7 @@ impl<K: Copy> Carousel<K> {
     }
 
     /// No keys held.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -176,6 +177,7 @@ impl<K: Copy> Carousel<K> {
 
     /// How far ahead of the current slot a release time may be without
     /// being clamped: `(slots − 1) × granularity`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn horizon(&self) -> Duration {
         Duration::from_nanos(self.mask.saturating_mul(self.granularity))
     }

@@ -49,20 +49,39 @@ use crate::time::Timestamp;
 pub const MAX_RATE_CAP: u64 = 1_000_000_000_000_000;
 
 /// When one connection's next packet may leave; see the module doc.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timestamper {
-    /// When the packet waiting became eligible (`None`: none waits).
-    eligible: Option<Timestamp>,
-    /// When it may leave (meaningful while `eligible` is set).
+    /// When the packet waiting became eligible; `Timestamp::MAX`: none
+    /// waits. (Not an `Option`: 8 bytes less in every connection.)
+    eligible: Timestamp,
+    /// When it may leave (meaningful while one waits).
     release: Timestamp,
-    /// Rate cap, bit/s; 0: none.
+    /// Boxed: off by default, and 32 bytes inline in every connection
+    /// otherwise.
+    cap: Option<Box<RateCap>>,
+}
+
+/// The rate cap's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RateCap {
+    /// bit/s, in 1..=[`MAX_RATE_CAP`].
     rate: u64,
-    /// Rate cap: the earliest departure of the next packet.
+    /// The earliest departure of the next packet.
     next: Timestamp,
-    /// Rate cap: the remainder of the last gap's division, bit·ns.
+    /// The remainder of the last gap's division, bit·ns.
     carry: u64,
     /// Lateness forgiven, ns.
     jitter: u64,
+}
+
+impl Default for Timestamper {
+    fn default() -> Self {
+        Timestamper {
+            eligible: Timestamp::MAX,
+            release: Timestamp::ZERO,
+            cap: None,
+        }
+    }
 }
 
 impl Timestamper {
@@ -71,20 +90,25 @@ impl Timestamper {
     /// arms its release time; calls before it say no.
     #[inline(always)]
     pub fn admit(&mut self, now: Timestamp, rue_gap_nanos: u64) -> bool {
-        if rue_gap_nanos == 0 && self.rate == 0 {
-            self.eligible = None;
+        if rue_gap_nanos == 0 && self.cap.is_none() {
+            self.eligible = Timestamp::MAX;
             return true;
         }
         self.admit_paced(now, rue_gap_nanos)
     }
 
     fn admit_paced(&mut self, now: Timestamp, rue_gap_nanos: u64) -> bool {
-        let since = *self.eligible.get_or_insert(now);
+        if self.eligible == Timestamp::MAX {
+            self.eligible = now;
+        }
         // The current gap applies to the waiting packet: a RUE result that
         // changes it while the packet waits moves its release.
-        let release = since.saturating_add_nanos(rue_gap_nanos).max(self.next);
+        let mut release = self.eligible.saturating_add_nanos(rue_gap_nanos);
+        if let Some(cap) = &self.cap {
+            release = release.max(cap.next);
+        }
         if now >= release {
-            self.eligible = None;
+            self.eligible = Timestamp::MAX;
             return true;
         }
         self.release = release;
@@ -93,50 +117,55 @@ impl Timestamper {
 
     /// When the packet waiting may leave, if one waits (for the pacing
     /// wheel).
+    #[inline]
     pub fn release(&self) -> Option<Timestamp> {
-        self.eligible.map(|_| self.release)
+        (self.eligible != Timestamp::MAX).then_some(self.release)
     }
 
     /// Forgets the waiting packet (nothing is eligible any more).
     pub fn cancel(&mut self) {
-        self.eligible = None;
+        self.eligible = Timestamp::MAX;
     }
 
     /// Whether a rate cap is set (the caller reports departures only then).
     #[inline(always)]
     pub fn is_rate_capped(&self) -> bool {
-        self.rate != 0
+        self.cap.is_some()
     }
 
     /// Sets the rate cap (`None` or 0: none; at most [`MAX_RATE_CAP`]) and the
     /// lateness forgiven (the pacing wheel's granularity). The next packet
     /// is not held by departures before the change.
     pub fn set_rate_cap(&mut self, rate: Option<u64>, jitter: Duration) {
-        self.rate = rate.unwrap_or(0).min(MAX_RATE_CAP);
-        self.next = Timestamp::ZERO;
-        self.carry = 0;
-        self.jitter = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
+        self.cap = rate.filter(|&rate| rate != 0).map(|rate| {
+            Box::new(RateCap {
+                rate: rate.min(MAX_RATE_CAP),
+                next: Timestamp::ZERO,
+                carry: 0,
+                jitter: u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX),
+            })
+        });
     }
 
     /// The rate cap, bit/s.
     pub fn rate_cap(&self) -> Option<u64> {
-        (self.rate != 0).then_some(self.rate)
+        self.cap.as_ref().map(|cap| cap.rate)
     }
 
     /// A frame of `bytes` left at `now`: the next may leave its gap after
     /// this one's release time, or after `now` if this one left more than
     /// the jitter later than that.
     pub fn on_departure(&mut self, now: Timestamp, bytes: usize) {
-        if self.rate == 0 {
+        let Some(cap) = self.cap.as_deref_mut() else {
             return;
-        }
-        let late = now.as_nanos().saturating_sub(self.next.as_nanos());
-        let base = if late <= self.jitter { self.next } else { now };
+        };
+        let late = now.as_nanos().saturating_sub(cap.next.as_nanos());
+        let base = if late <= cap.jitter { cap.next } else { now };
         // Frames are at most 64 KiB: bytes·8·10^9 < 5.3·10^14, and the carry
         // is below the rate (≤ 10^15).
-        let bits_nanos = (bytes as u64).min(u64::from(u16::MAX)) * 8_000_000_000 + self.carry;
-        self.carry = bits_nanos % self.rate;
-        self.next = base.saturating_add_nanos(bits_nanos / self.rate);
+        let bits_nanos = (bytes as u64).min(u64::from(u16::MAX)) * 8_000_000_000 + cap.carry;
+        cap.carry = bits_nanos % cap.rate;
+        cap.next = base.saturating_add_nanos(bits_nanos / cap.rate);
     }
 }
 
