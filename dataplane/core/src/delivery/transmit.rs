@@ -97,20 +97,32 @@ impl DeliveryConnection {
     /// (the round robin moves on).
     #[inline(always)]
     fn pace(&mut self, now: Timestamp) -> bool {
+        if self.gate().is_paced() || self.pacer.is_rate_capped() {
+            if !self.pace_held(now) {
+                return false;
+            }
+        } else {
+            self.pacer.cancel();
+        }
+        self.round_robin = self.round_robin.wrapping_add(1);
+        true
+    }
+
+    /// [`pace`](Self::pace) for a connection that is paced: whether its
+    /// release time has come. Out of line: inlined, the larger transmit
+    /// path of every connection no longer inlined the window push.
+    #[inline(never)]
+    fn pace_held(&mut self, now: Timestamp) -> bool {
         // §10.3.5: with fcwnd < 1 the timing wheel spaces packets by the
         // inter-packet gap (512 ns units, spec/rue.md §1.11 item 8), counted
         // from when the packet became eligible (`crate::pacing::Timestamper`);
-        // otherwise only the rate cap, if any, holds it.
+        // otherwise only the rate cap holds it.
         let gap = if self.gate().is_paced() {
             u64::from(self.rue.state.inter_packet_gap) * TIMING_WHEEL_UNIT_NANOS
         } else {
             0
         };
-        if !self.pacer.admit(now, gap) {
-            return false;
-        }
-        self.round_robin = self.round_robin.wrapping_add(1);
-        true
+        self.pacer.admit(now, gap)
     }
 
     /// The retransmission to send now, if any; on an ordered connection a
