@@ -72,6 +72,13 @@ struct RateCap {
     carry: u64,
     /// Lateness forgiven, ns.
     jitter: u64,
+    /// The last frame length charged, and its gap at this rate as
+    /// `quotient · rate + remainder` bit·ns: most frames of a connection
+    /// have one length, and the division costs more than the rest of the
+    /// charge.
+    bytes: u64,
+    quotient: u64,
+    remainder: u64,
 }
 
 impl Default for Timestamper {
@@ -97,6 +104,7 @@ impl Timestamper {
         self.admit_paced(now, rue_gap_nanos)
     }
 
+    #[inline]
     fn admit_paced(&mut self, now: Timestamp, rue_gap_nanos: u64) -> bool {
         if self.eligible == Timestamp::MAX {
             self.eligible = now;
@@ -143,6 +151,9 @@ impl Timestamper {
                 next: Timestamp::ZERO,
                 carry: 0,
                 jitter: u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX),
+                bytes: 0,
+                quotient: 0,
+                remainder: 0,
             })
         });
     }
@@ -155,17 +166,27 @@ impl Timestamper {
     /// A frame of `bytes` left at `now`: the next may leave its gap after
     /// this one's release time, or after `now` if this one left more than
     /// the jitter later than that.
+    #[inline]
     pub fn on_departure(&mut self, now: Timestamp, bytes: usize) {
         let Some(cap) = self.cap.as_deref_mut() else {
             return;
         };
         let late = now.as_nanos().saturating_sub(cap.next.as_nanos());
         let base = if late <= cap.jitter { cap.next } else { now };
-        // Frames are at most 64 KiB: bytes·8·10^9 < 5.3·10^14, and the carry
-        // is below the rate (≤ 10^15).
-        let bits_nanos = (bytes as u64).min(u64::from(u16::MAX)) * 8_000_000_000 + cap.carry;
-        cap.carry = bits_nanos % cap.rate;
-        cap.next = base.saturating_add_nanos(bits_nanos / cap.rate);
+        let bytes = (bytes as u64).min(u64::from(u16::MAX));
+        if bytes != cap.bytes {
+            // Frames are at most 64 KiB: bytes·8·10^9 < 5.3·10^14.
+            let bits_nanos = bytes * 8_000_000_000;
+            cap.bytes = bytes;
+            cap.quotient = bits_nanos / cap.rate;
+            cap.remainder = bits_nanos % cap.rate;
+        }
+        // remainder + carry < 2 · rate ≤ 2 · 10^15: one more nanosecond at
+        // most.
+        let carry = cap.remainder + cap.carry;
+        let extra = carry >= cap.rate;
+        cap.carry = if extra { carry - cap.rate } else { carry };
+        cap.next = base.saturating_add_nanos(cap.quotient + u64::from(extra));
     }
 }
 
@@ -224,6 +245,26 @@ mod tests {
         for pair in departures.windows(2) {
             assert!((3..=4).contains(&(pair[1] - pair[0])), "{pair:?}");
         }
+    }
+
+    #[test]
+    fn mixed_frame_lengths_charge_exactly() {
+        let mut pacer = Timestamper::default();
+        // 3 bit/ns: 100 B = 266.67 ns, 7 B = 18.67 ns.
+        pacer.set_rate_cap(Some(3_000_000_000), Duration::ZERO);
+        let mut now = ns(0);
+        let mut bits = 0u64;
+        for k in 0..999u64 {
+            while !pacer.admit(now, 0) {
+                now = pacer.release().unwrap();
+            }
+            let bytes = if k % 3 == 0 { 7 } else { 100 };
+            pacer.on_departure(now, bytes);
+            bits += bytes as u64 * 8;
+        }
+        assert!(!pacer.admit(now, 0));
+        // The next departure is the total bits at 3 bit/ns, floored.
+        assert_eq!(pacer.release(), Some(ns(bits / 3)));
     }
 
     #[test]
