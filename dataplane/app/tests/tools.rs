@@ -623,6 +623,12 @@ fn bench_core_reports_engine_figures_against_crypto() {
         "push64_plain_ns",
         "loop4k_budget_ns",
         "loop4k_plain_ns",
+        "pacing_wheel_ns_per_op",
+        "pacing_stamp_ns_per_op",
+        "push64_uncapped_mops",
+        "push64_capped_mops",
+        "rate_cap_cost_ratio",
+        "rate_cap_bps",
     ] {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }

@@ -29,6 +29,7 @@
 //! | `delivery` | the packet delivery sublayer (OCP Falcon 0.9 §9): `DeliveryConnection` |
 //! | [`port`] | the [`Port`](port::Port) trait, the frame buffer trait and the heap-backed [`FrameBuf`](port::FrameBuf) |
 //! | `timer` | the engine's `TimingWheel` (512 ns slots) |
+//! | `pacing` | the Carousel of spec/rue.md §5: per-connection release times (the RUE's inter-packet gap, the operator's rate cap) and the wheel of paced connections |
 //! | [`engine`] | the per-core [`Engine`](engine::Engine): connections, timers, PSP boundary, inline RUE, ULP interface |
 //! | [`node`] | the [`Node`](node::Node) an engine is a shard of: master keys, SPI generation and rotation, per-shard SPI and CID ranges, [`Steering`](node::Steering) of received frames |
 //! | `transaction` | the transaction sublayer (OCP Falcon 0.9 §8): initiator and target state machines, ordering, the ULP interface |
@@ -59,6 +60,10 @@ pub mod error;
 pub mod ids;
 pub mod lcore;
 pub mod node;
+#[cfg(feature = "testing")]
+pub mod pacing;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod pacing;
 pub mod port;
 pub mod random;
 #[cfg(feature = "testing")]

@@ -13,10 +13,11 @@
 //! * **Across connections**: this ring. A connection is masked out when its
 //!   delivery sublayer has nothing sendable — its queues are empty, or
 //!   everything queued is blocked by fcwnd/ncwnd (out of window), by the
-//!   pacing gap, or by the RSN order — and is activated again by whatever
-//!   can change that: a submit or Pull Data from the ULP, a received packet
-//!   (ACKs open windows), an expired timer (retransmission, pacing release),
-//!   a RUE result (new windows). Transactions hold their credits from the
+//!   pacing gap or rate cap, or by the RSN order — and is activated again
+//!   by whatever can change that: a submit or Pull Data from the ULP, a
+//!   received packet (ACKs open windows), an expired timer
+//!   (retransmission), a release from the pacing wheel (`crate::pacing`), a
+//!   RUE result (new windows). Transactions hold their credits from the
 //!   submit on (§8.2.3), so a connection out of credits has nothing queued
 //!   and is masked by the same rule.
 //! * **Across transaction types**: per connection, the transaction sublayer

@@ -12,7 +12,8 @@
 //! # Shape
 //!
 //! * `slots` slots of 512 ns each (default 4096: a 2.1 ms horizon, which
-//!   covers ACK coalescing (8 µs), pacing gaps and the default RTO (1 ms)).
+//!   covers ACK coalescing (8 µs) and the default RTO (1 ms); pacing
+//!   releases are the pacing wheel's, `crate::pacing`).
 //!   A slot holds the entries whose deadline falls in that 512 ns tick;
 //!   within the horizon each tick maps to exactly one slot.
 //! * Deadlines beyond the horizon (RNR waits, transaction soft-state

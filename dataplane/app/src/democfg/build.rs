@@ -207,6 +207,7 @@ pub fn key_of_engine_field(field: &str) -> String {
         f if f.starts_with("own_pause") => delivery("own_pause"),
         "remote_ip" => "target.ip".into(),
         "local_cid" => "connection.initiator_cid".into(),
+        "rate_cap" => "connection.rate_cap_bps".into(),
         f if f.starts_with("psp") => "psp".into(),
         f => f.into(),
     }
@@ -504,7 +505,19 @@ fn pair(config: &DemoConfig, origin: &Origin) -> Result<PairSpec> {
         delivery: None,
         credits: None,
         version: config.psp.version.into(),
+        rate_cap: rate_cap(c.rate_cap_bps, origin)?,
     })
+}
+
+/// `connection.rate_cap_bps`: 0 is none.
+fn rate_cap(bps: u64, origin: &Origin) -> Result<Option<u64>> {
+    if bps > falcon_core::pacing::MAX_RATE_CAP {
+        return Err(origin.error(
+            "connection.rate_cap_bps",
+            format!("must be at most 10^15 (1 Pbit/s; 0: none), got {bps}"),
+        ));
+    }
+    Ok((bps != 0).then_some(bps))
 }
 
 /// Refuses a fraction outside `0..=max` (or not a number).
@@ -587,6 +600,7 @@ mod tests {
             c.connection.initiator_cid = 0xABCDEF;
             c.connection.target_rsn = 7;
             c.connection.target_data_psn = 9;
+            c.connection.rate_cap_bps = 25_000_000_000;
             c.delivery.tx_window = 256;
             c.delivery.initial_rto_us = 2500;
             c.delivery.rack_tlp = true;
@@ -603,6 +617,7 @@ mod tests {
         );
         assert_eq!(s.pair.sequence.rx_rsn, Rsn::new(7));
         assert_eq!(s.pair.sequence.mirrored().tx_data_psn, Psn::new(9));
+        assert_eq!(s.pair.rate_cap, Some(25_000_000_000));
         assert_eq!(s.initiator.delivery.tx_window, 256);
         assert_eq!(s.target.delivery.initial_rto, Duration::from_micros(2500));
         assert!(s.initiator.delivery.rack_tlp.is_some());
@@ -616,8 +631,11 @@ mod tests {
 
     #[test]
     fn refused_values_name_the_key() {
-        let cases: [(&str, Edit); 17] = [
+        let cases: [(&str, Edit); 18] = [
             ("`delivery.tx_window`", |c| c.delivery.tx_window = 0),
+            ("`connection.rate_cap_bps`", |c| {
+                c.connection.rate_cap_bps = u64::MAX
+            }),
             ("`delivery.initial_rto_us`", |c| {
                 c.delivery.initial_rto_us = 3_000_000
             }),

@@ -131,6 +131,8 @@ pub struct ConnectionSection {
     pub target_data_psn: u32,
     pub initiator_rsn: u32,
     pub target_rsn: u32,
+    /// Rate cap of both connections, bit/s (0: none).
+    pub rate_cap_bps: u64,
 }
 
 impl Default for ConnectionSection {
@@ -149,6 +151,7 @@ impl Default for ConnectionSection {
             target_data_psn: s.rx_data_psn.value(),
             initiator_rsn: s.tx_rsn.value(),
             target_rsn: s.rx_rsn.value(),
+            rate_cap_bps: pair.rate_cap.unwrap_or(0),
         }
     }
 }

@@ -24,7 +24,7 @@ use crate::delivery::config::{DeliveryConfig, OwnPause};
 use crate::delivery::events::{
     ConnectionError, DeliveryStats, Event, Refusal, RxOutcome, SubmitError, UlpError, UlpNack,
 };
-use crate::delivery::gating::{AckRequestPolicy, Gate, Pacer};
+use crate::delivery::gating::{AckRequestPolicy, Gate};
 use crate::delivery::packet::{Arrival, OutgoingPacket, PacketKind, RxMeta};
 use crate::delivery::rack::RackState;
 use crate::delivery::rue_iface::{CcState, RueEvents};
@@ -32,6 +32,7 @@ use crate::delivery::rx_window::{NackRecord, RxWindow, WindowCheck};
 use crate::delivery::tx_window::{TxWindow, WindowPool};
 use crate::drop::DropReason;
 use crate::ids::{ConnectionId, DestinationFunction};
+use crate::pacing::Timestamper;
 use crate::random::SplitMix64;
 use crate::seq::Psn;
 use crate::time::Timestamp;
@@ -197,7 +198,8 @@ pub struct DeliveryConnection {
     pub(super) tx_request: TxWindow,
     pub(super) tx_data: TxWindow,
     pub(super) queues: SubmitQueues,
-    pub(super) pacer: Pacer,
+    /// Release times: the RUE's gap when fcwnd < 1, the rate cap.
+    pub(super) pacer: Timestamper,
     pub(super) ar_policy: AckRequestPolicy,
     pub(super) rng: SplitMix64,
     /// Lower bound of the earliest retransmit deadline (see `retransmit`).
@@ -242,7 +244,7 @@ impl DeliveryConnection {
             tx_request: TxWindow::new(params.tx_request_psn, config.tx_window),
             tx_data: TxWindow::new(params.tx_data_psn, config.tx_window),
             queues: SubmitQueues::default(),
-            pacer: Pacer::default(),
+            pacer: Timestamper::default(),
             ar_policy: AckRequestPolicy::default(),
             rng: SplitMix64::new(params.seed),
             retransmit_timer: None,
@@ -625,8 +627,8 @@ impl DeliveryConnection {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next run:
-    /// retransmit timers, the ACK coalescing timer, the pacing release and
-    /// RACK-TLP timers. May be early (the retransmit timer is a lower bound,
+    /// retransmit timers, the ACK coalescing timer and RACK-TLP timers (the
+    /// pacing release is [`poll_departure`](Self::poll_departure)'s). May be early (the retransmit timer is a lower bound,
     /// recomputed when it fires), never late. Immediate ACKs and NACKs are
     /// not timers: [`poll_ack`](Self::poll_ack) returns them right after the
     /// input that caused them.
@@ -641,9 +643,48 @@ impl DeliveryConnection {
             }
         };
         consider(self.coalescing.timer());
-        consider(self.pacer.release());
         consider(self.rack.as_deref().and_then(RackState::timeout));
         earliest
+    }
+
+    /// When the packet that pacing holds may leave, if one is held: the
+    /// last [`poll_transmit`](Self::poll_transmit) found a packet the gates
+    /// allow but its release time (the RUE's gap when fcwnd < 1, the rate
+    /// cap) not yet come. Call `poll_transmit` again then; the engine keeps
+    /// this time in its pacing wheel (`crate::pacing::Carousel`), apart from
+    /// the timers of [`poll_timeout`](Self::poll_timeout).
+    #[inline]
+    pub fn poll_departure(&self) -> Option<Timestamp> {
+        self.pacer.release()
+    }
+
+    /// Sets the operator's rate cap, bit/s (`None`: none; see
+    /// [`Timestamper`]); `jitter` is the pacing wheel's granularity, the
+    /// lateness of a release forgiven. The caller reports each frame sent
+    /// ([`handle_departure`](Self::handle_departure)) while a cap is set.
+    pub fn set_rate_cap(&mut self, rate: Option<u64>, jitter: Duration) {
+        self.pacer.set_rate_cap(rate, jitter);
+    }
+
+    /// The rate cap, bit/s.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn rate_cap(&self) -> Option<u64> {
+        self.pacer.rate_cap()
+    }
+
+    /// A rate cap is set: report each frame sent to
+    /// [`handle_departure`](Self::handle_departure).
+    #[inline(always)]
+    pub fn is_rate_capped(&self) -> bool {
+        self.pacer.is_rate_capped()
+    }
+
+    /// The frame of the packet [`poll_transmit`](Self::poll_transmit) just
+    /// returned left at `now`, `bytes` long (Ethernet header to PSP ICV):
+    /// charged to the rate cap.
+    #[inline]
+    pub fn handle_departure(&mut self, now: Timestamp, bytes: usize) {
+        self.pacer.on_departure(now, bytes);
     }
 
     // --- Getters --------------------------------------------------------

@@ -2,18 +2,16 @@
 //!
 //! Layer: delivery (transmitter side). Owns [`Gate`]: the enforcement of the
 //! RUE's fcwnd and ncwnd against a [`TxWindow`] (OCP Falcon 0.9 §9.1.2), the
-//! inter-packet gap when fcwnd < 1 (§10.3.5), and the AR-bit decision
-//! (§9.1.3.1). The windows themselves are the RUE's output, held in
+//! paced mode when fcwnd < 1 (§10.3.5; the release times are
+//! [`crate::pacing::Timestamper`]'s), and the AR-bit decision (§9.1.3.1).
+//! The windows themselves are the RUE's output, held in
 //! [`CcState`](super::rue_iface::CcState). No IO; randomness is injected.
-
-use core::time::Duration;
 
 use rue::Fcwnd;
 
 use crate::delivery::tx_window::TxWindow;
 use crate::random::Random;
 use crate::seq::Psn;
-use crate::time::Timestamp;
 
 /// The gating function's view of the congestion state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,48 +51,6 @@ impl Gate {
     pub fn allows_retransmit(&self, window: &TxWindow, psn: Psn, request: bool) -> bool {
         window.base().distance(psn) < self.effective_fcwnd()
             && (!request || window.outstanding_retransmitted() < u32::from(self.ncwnd))
-    }
-}
-
-/// Pacing when fcwnd < 1: a packet that is ready departs one inter-packet
-/// gap later. isekai's RUE computes the gap as `rtt/fcwnd − rtt` because
-/// "the hardware departure time is now + ipg" (spec/falcon.md §7.3), so
-/// the gap is counted from when the packet became eligible, not from the
-/// previous departure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Pacer {
-    release: Option<Timestamp>,
-}
-
-impl Pacer {
-    /// A packet is eligible at `now` with gap `gap`: may it leave now? The
-    /// first call arms the release time; calls before it say no.
-    pub fn admit(&mut self, now: Timestamp, gap: Duration) -> bool {
-        if gap.is_zero() {
-            self.release = None;
-            return true;
-        }
-        match self.release {
-            None => {
-                self.release = Some(now.saturating_add(gap));
-                false
-            }
-            Some(release) if now < release => false,
-            Some(_) => {
-                self.release = None;
-                true
-            }
-        }
-    }
-
-    /// When a paced packet may leave (for `poll_timeout`).
-    pub fn release(&self) -> Option<Timestamp> {
-        self.release
-    }
-
-    /// Forgets an armed release (nothing is waiting any more).
-    pub fn cancel(&mut self) {
-        self.release = None;
     }
 }
 
@@ -140,6 +96,7 @@ mod tests {
     use crate::delivery::tx_window::SentPacket;
     use crate::random::SplitMix64;
     use crate::seq::Rsn;
+    use crate::time::Timestamp;
 
     fn window_with(requests: u32, data: u32) -> TxWindow {
         let mut window = TxWindow::new(Psn::new(u32::MAX), 64);
@@ -213,23 +170,6 @@ mod tests {
         assert!(!whole.is_paced(), "one packet or more: windowed, not paced");
         assert!(gate.allows_first(&window_with(0, 0), false));
         assert!(!gate.allows_first(&window_with(0, 1), false));
-
-        let mut pacer = Pacer::default();
-        let t0 = Timestamp::from_micros(10);
-        let gap = Duration::from_micros(3);
-        assert!(!pacer.admit(t0, gap));
-        assert_eq!(pacer.release(), Some(Timestamp::from_micros(13)));
-        assert!(!pacer.admit(Timestamp::from_micros(12), gap));
-        assert!(pacer.admit(Timestamp::from_micros(13), gap));
-        assert_eq!(pacer.release(), None);
-        assert!(pacer.admit(t0, Duration::ZERO));
-        // Cancelled (nothing waits any more), the next eligible packet
-        // starts a fresh gap instead of leaving at the old release time.
-        assert!(!pacer.admit(t0, gap));
-        pacer.cancel();
-        assert_eq!(pacer.release(), None);
-        assert!(!pacer.admit(Timestamp::from_micros(13), gap));
-        assert_eq!(pacer.release(), Some(Timestamp::from_micros(16)));
     }
 
     #[test]

@@ -1151,7 +1151,7 @@ fn gating_fcwnd_ncwnd_and_pacing() {
         s.submit(A, PacketKind::PullRequest, rsn);
     }
     assert!(s.transmit(A).is_empty(), "paced: waits one gap");
-    let release = s.conns[A].poll_timeout().unwrap();
+    let release = s.conns[A].poll_departure().unwrap();
     assert_eq!(release, s.now + Duration::from_nanos(5_120));
     s.advance(Duration::from_nanos(5_120));
     let one = s.transmit(A);

@@ -3,7 +3,7 @@
 //! Layer: delivery (transmitter side). Implements
 //! [`DeliveryConnection::poll_transmit`]: retransmissions before first
 //! transmissions, each gated by fcwnd/ncwnd (OCP Falcon 0.9 §9.1.2) and
-//! paced when fcwnd < 1; PSN order within a window and, on ordered
+//! paced when fcwnd < 1 or rate-capped; PSN order within a window and, on ordered
 //! connections, RSN order across windows (§9.1.3, §9.1.5); the AR bit
 //! (§9.1.3.1); and the piggy-backed RBPSN/DBPSN that may stop the ACK
 //! coalescing timer (§9.1.6). No IO: the caller emits the returned header
@@ -15,7 +15,7 @@ use crate::delivery::connection::{DeliveryConnection, OrderingMode};
 use crate::delivery::packet::{PacketKind, PayloadHandle, Retransmission, SentKind, TxPacket};
 use crate::delivery::tx_window::SentPacket;
 use crate::seq::{Psn, Rsn};
-use crate::time::{timing_wheel_units, Timestamp};
+use crate::time::{Timestamp, TIMING_WHEEL_UNIT_NANOS};
 use crate::wire::{
     BaseHeader, FalconRepr, PullDataRepr, PullRequestRepr, PushDataRepr, ResyncCode, ResyncRepr,
     Window,
@@ -97,11 +97,8 @@ impl DeliveryConnection {
     /// (the round robin moves on).
     #[inline(always)]
     fn pace(&mut self, now: Timestamp) -> bool {
-        if self.gate().is_paced() {
-            // §10.3.5: with fcwnd < 1 the timing wheel spaces packets by the
-            // inter-packet gap (512 ns units, spec/rue.md §1.11 item 8).
-            let gap = timing_wheel_units(self.rue.state.inter_packet_gap);
-            if !self.pacer.admit(now, gap) {
+        if self.gate().is_paced() || self.pacer.is_rate_capped() {
+            if !self.pace_held(now) {
                 return false;
             }
         } else {
@@ -109,6 +106,23 @@ impl DeliveryConnection {
         }
         self.round_robin = self.round_robin.wrapping_add(1);
         true
+    }
+
+    /// [`pace`](Self::pace) for a connection that is paced: whether its
+    /// release time has come. Out of line: inlined, the larger transmit
+    /// path of every connection no longer inlined the window push.
+    #[inline(never)]
+    fn pace_held(&mut self, now: Timestamp) -> bool {
+        // §10.3.5: with fcwnd < 1 the timing wheel spaces packets by the
+        // inter-packet gap (512 ns units, spec/rue.md §1.11 item 8), counted
+        // from when the packet became eligible (`crate::pacing::Timestamper`);
+        // otherwise only the rate cap holds it.
+        let gap = if self.gate().is_paced() {
+            u64::from(self.rue.state.inter_packet_gap) * TIMING_WHEEL_UNIT_NANOS
+        } else {
+            0
+        };
+        self.pacer.admit(now, gap)
     }
 
     /// The retransmission to send now, if any; on an ordered connection a

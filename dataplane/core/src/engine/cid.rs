@@ -101,7 +101,7 @@ mod layout {
             (
                 "Connection (boxed, one allocation)",
                 size_of::<Connection<crate::port::FrameBuf, Vec<u8>>>(),
-                1_856,
+                1_872,
             ),
             (
                 "  DeliveryConnection",

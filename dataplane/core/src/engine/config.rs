@@ -76,6 +76,23 @@ pub struct EngineConfig {
     pub transaction: TransactionConfig,
     /// Slots of the timing wheel (512 ns each). Default 4096 (2.1 ms).
     pub timer_slots: usize,
+    /// Slot length of the pacing wheel (`crate::pacing::Carousel`), which
+    /// holds the release times of paced connections (fcwnd < 1, or a rate
+    /// cap): a paced packet leaves up to this much after its release time,
+    /// and a rate-capped connection's departures may come this much closer
+    /// than its gap (the lateness is charged back, so its rate holds). In
+    /// 1 ns..=1 ms; default 512 ns, the RUE's inter-packet-gap unit
+    /// (spec/rue.md §5.1, isekai `tw_unit_time_ns`).
+    pub pacing_granularity: Duration,
+    /// Slots of the pacing wheel (rounded up to a power of two, at least
+    /// 64): its horizon is `(pacing_slots − 1) × pacing_granularity`, and a
+    /// release time beyond it waits in the last slot and is re-armed from
+    /// there (`EngineStats::pacing_clamped`). 4 bytes a slot, allocated at
+    /// the first paced packet. In 1..=2^22; default 65536: with 512 ns slots
+    /// a 33.6 ms horizon, the RUE's largest gap ((2^16 − 1) × 512 ns with
+    /// Swift's default 16-bit `ipg_bits`; the result field is 20 bits,
+    /// spec/rue.md §1.6).
+    pub pacing_slots: usize,
     /// Which checksums received frames are verified for. Default all.
     pub checksums: ChecksumChecks,
     /// Seed of the engine's generator (path changes).
@@ -110,6 +127,8 @@ impl Default for EngineConfig {
             resources: ResourceConfig::default(),
             transaction: TransactionConfig::default(),
             timer_slots: crate::timer::DEFAULT_SLOTS,
+            pacing_granularity: Duration::from_nanos(crate::time::TIMING_WHEEL_UNIT_NANOS),
+            pacing_slots: 1 << 16,
             checksums: ChecksumChecks::ALL,
             seed: 0xFA1C_0000,
             spi_failure_interval: Duration::from_secs(1),
@@ -290,6 +309,13 @@ pub struct ConnectionConfig {
     pub isolation_alpha: Option<Alpha>,
     /// Seed of the connection's generator (ACK-request policy).
     pub seed: u64,
+    /// The operator's rate cap on what the connection sends, bit/s: frames
+    /// as built (Ethernet header to PSP ICV) of data packets, first
+    /// transmissions and retransmissions alike (ACKs and NACKs are not
+    /// held). `None` (default): none. In 1..=10^15 (1 Pbit/s). Beyond
+    /// OCP Falcon 0.9, on top of the RUE's pacing (see `crate::pacing`);
+    /// [`Engine::set_rate_cap`](super::Engine::set_rate_cap) changes it.
+    pub rate_cap: Option<u64>,
 }
 
 impl ConnectionConfig {
@@ -321,6 +347,7 @@ impl ConnectionConfig {
             host: 0,
             isolation_alpha: None,
             seed: u64::from(local_cid.value()),
+            rate_cap: None,
         }
     }
 }
@@ -418,6 +445,15 @@ impl EngineConfig {
         if self.timer_slots == 0 || self.timer_slots > 1 << 20 {
             return Err(ConfigError::new("timer_slots", "must be in 1..=2^20"));
         }
+        if self.pacing_granularity.is_zero() || self.pacing_granularity > Duration::from_millis(1) {
+            return Err(ConfigError::new(
+                "pacing_granularity",
+                "must be in 1 ns..=1 ms",
+            ));
+        }
+        if self.pacing_slots == 0 || self.pacing_slots > 1 << 22 {
+            return Err(ConfigError::new("pacing_slots", "must be in 1..=2^22"));
+        }
         self.delivery.validate()?;
         self.resources
             .validate()
@@ -479,6 +515,7 @@ impl ConnectionConfig {
         if let Some(delivery) = &self.delivery {
             delivery.validate()?;
         }
+        validate_rate_cap(self.rate_cap)?;
         if let Some(alpha) = self.isolation_alpha {
             if alpha.0 == 0 {
                 return Err(ConfigError::new("isolation_alpha", "must be positive"));
@@ -499,6 +536,18 @@ impl ConnectionConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// A rate cap in 1..=[`MAX_RATE_CAP`](crate::pacing::MAX_RATE_CAP) bit/s,
+/// or none.
+pub(super) fn validate_rate_cap(rate: Option<u64>) -> Result<(), ConfigError> {
+    match rate {
+        Some(rate) if rate == 0 || rate > crate::pacing::MAX_RATE_CAP => Err(ConfigError::new(
+            "rate_cap",
+            "must be in 1..=10^15 bit/s (or None)",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -548,6 +597,21 @@ mod tests {
             "engine config `rue_queue`: must be at least 1"
         );
         assert_eq!(EngineConfig::default().max_payload(), 9014 - MAX_OVERHEAD);
+        assert_eq!(
+            bad(|c| c.pacing_granularity = Duration::ZERO),
+            Err("pacing_granularity")
+        );
+        assert_eq!(bad(|c| c.pacing_slots = 0), Err("pacing_slots"));
+        let mut connection = ConnectionConfig::new(
+            ConnectionId::truncating(1),
+            ConnectionId::truncating(2),
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            EthernetAddress([2, 0, 0, 0, 0, 2]),
+        );
+        connection.rate_cap = Some(0);
+        assert_eq!(connection.validate().map_err(|e| e.field), Err("rate_cap"));
+        connection.rate_cap = Some(100_000_000_000);
+        assert_eq!(connection.validate(), Ok(()));
     }
 
     #[test]

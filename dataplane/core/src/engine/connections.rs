@@ -4,7 +4,8 @@
 //! [`Engine::add_connection`] (a slot and its generation, the CID table,
 //! both sublayers, the frame template, PSP SAs, the RUE state),
 //! [`Engine::connection`], [`Engine::close`], the per-connection settings
-//! ([`Engine::set_isolation_alpha`], [`Engine::set_xlr_filter`]), the
+//! ([`Engine::set_isolation_alpha`], [`Engine::set_xlr_filter`],
+//! [`Engine::set_rate_cap`]), the
 //! slot lookups every other part uses, the transaction sublayer's
 //! contexts, and the death of a connection (every transaction completes
 //! with kCmplDeadConn, every resource returns).
@@ -116,6 +117,31 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         }
     }
 
+    /// Sets a connection's rate cap, bit/s (`None`: none; see
+    /// [`ConnectionConfig::rate_cap`]). Applies from the next packet; the
+    /// packets sent before do not hold it back.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`]: `rate_cap` out of range, or no such connection
+    /// (`connection`).
+    pub fn set_rate_cap(
+        &mut self,
+        connection: ConnectionHandle,
+        rate_cap: Option<u64>,
+    ) -> Result<(), ConfigError> {
+        super::config::validate_rate_cap(rate_cap)?;
+        let granularity = self.pacing.granularity();
+        let slot = self
+            .slot(connection)
+            .ok_or(ConfigError::new("connection", "no such connection"))?;
+        let conn = conn_in(&mut self.connections, slot);
+        conn.delivery.set_rate_cap(rate_cap, granularity);
+        // A packet held by the old cap may go now.
+        self.data_ring.activate(slot, &mut conn.on_data_ring);
+        Ok(())
+    }
+
     /// Sets a connection's xLR drop filter ([`XlrFilter`]: OCP Falcon 0.9
     /// §11, off by default). Returns whether the connection exists. Queued
     /// requests meet the filter when they are sent.
@@ -222,6 +248,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let cc = initial_cc_state(slot, config.rue_profile, &delivery_config, now);
         let mut delivery = DeliveryConnection::with_cc_state(&delivery_config, params, cc);
         delivery.set_rue_instance(handle.generation);
+        delivery.set_rate_cap(config.rate_cap, self.pacing.granularity());
         let mut account =
             self.shared
                 .resources
@@ -247,6 +274,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             remote_time_at: now,
             armed: None,
             unarmed: false,
+            departure: None,
             on_data_ring: false,
             on_ack_ring: false,
             dead: false,

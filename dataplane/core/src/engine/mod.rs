@@ -4,7 +4,8 @@
 //! Layer: the top of `falcon-core`. Owns [`Engine`] — a slab of connections
 //! keyed by local CID, each with its packet delivery sublayer
 //! (`crate::delivery`) and transaction sublayer (`crate::transaction`);
-//! one timing wheel for every connection's deadlines; the connection
+//! one timing wheel for every connection's deadlines and a pacing wheel
+//! for the release times of paced ones (`crate::pacing`); the connection
 //! scheduler; the PSP boundary (open + connection checks on receive, seal
 //! in place on transmit); the RUE run inline; resources; counters. It is
 //! sans-IO in the quinn-proto style: frames come in and go out in the
@@ -24,7 +25,7 @@
 //! | `connections.rs` | add, look up, close and fail connections; the sublayers' contexts |
 //! | `rx.rs`, `tx.rs` | the receive and transmit paths |
 //! | `ulp.rs` | the ULP's commands (submit, answers, Pull Data, release, credits) |
-//! | `upkeep.rs` | timers and the wheel, and what runs after every input (RUE, occupancy, Xon) |
+//! | `upkeep.rs` | timers, the wheel and the pacing wheel, and what runs after every input (RUE, occupancy, Xon) |
 //! | `queries.rs` | getters: stats, snapshots, limits, released frames |
 //! | `io.rs` | the burst loops over a `Port` |
 //! | `shard.rs`, `rotation.rs`, `cm.rs` | node membership, PSP key rotation, connection-manager events |
@@ -206,6 +207,7 @@ use rue::{CcResult, Profiles, Rue, RueChannel, RueConfig};
 use crate::delivery::tx_window::WindowPool;
 use crate::delivery::{BufferLevel, DeliveryConnection, PoolOccupancy};
 use crate::ids::{ConnectionId, DestinationFunction};
+use crate::pacing::Carousel;
 use crate::port::{FrameBuf, PacketBuf};
 use crate::random::SplitMix64;
 use crate::resources::{Account, Resources};
@@ -252,6 +254,11 @@ pub struct Engine<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     shared: Shared<B, S>,
     wheel: TimingWheel<ConnectionHandle>,
     fired: Vec<(ConnectionHandle, Timestamp)>,
+    /// The release times of paced connections (`crate::pacing`), apart
+    /// from `wheel`: a release only puts its connection back on the data
+    /// ring, and a connection that is not paced never enters it.
+    pacing: Carousel<ConnectionHandle>,
+    released: Vec<(ConnectionHandle, Timestamp)>,
     /// Slots whose deadlines may have moved since their last look at the
     /// wheel (see [`Engine::arm`]).
     unarmed: Vec<u32>,
@@ -314,6 +321,9 @@ struct Connection<B: PacketBuf, S> {
     armed: Option<Timestamp>,
     /// On the engine's `unarmed` list.
     unarmed: bool,
+    /// The release time this connection has in the pacing wheel (the
+    /// earliest one inserted and not yet handed back).
+    departure: Option<Timestamp>,
     /// On the engine's data and ACK scheduler rings (`scheduler.rs`).
     on_data_ring: bool,
     on_ack_ring: bool,
@@ -398,6 +408,8 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             shared: Shared::new(Resources::new(config.resources), transaction),
             wheel: TimingWheel::new(config.timer_slots, now),
             fired: Vec::new(),
+            pacing: Carousel::new(config.pacing_granularity, config.pacing_slots, now),
+            released: Vec::new(),
             unarmed: Vec::with_capacity(config.max_connections as usize),
             windows: WindowPool::default(),
             data_ring: Scheduler::with_slots(config.max_connections as usize),
@@ -449,6 +461,7 @@ impl<B: PacketBuf, S> core::fmt::Debug for Engine<B, S> {
             .field("local_ip", &self.local_ip)
             .field("connections", &self.by_cid.len)
             .field("timers", &self.wheel.len())
+            .field("paced", &self.pacing.len())
             .finish_non_exhaustive()
     }
 }

@@ -16,6 +16,7 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         stats.transactions = self.shared.stats;
         stats.drops = self.shared.drops.clone();
         stats.tx_context_misses = self.tx_contexts.misses();
+        stats.pacing_clamped = self.pacing.clamped();
         stats
     }
 

@@ -42,6 +42,9 @@ pub struct PairSpec {
     pub credits: Option<CreditLimits>,
     /// PSP cipher suite.
     pub version: Version,
+    /// Rate cap of both connections, bit/s
+    /// ([`ConnectionConfig::rate_cap`]). Default none.
+    pub rate_cap: Option<u64>,
 }
 
 impl Default for PairSpec {
@@ -65,6 +68,7 @@ impl Default for PairSpec {
             delivery: None,
             credits: None,
             version: Version::Aes128Gcm,
+            rate_cap: None,
         }
     }
 }
@@ -125,6 +129,7 @@ pub fn connect<B: PacketBuf, S: DataSource>(
         config.delivery = spec.delivery.clone();
         config.credits = spec.credits;
         config.psp = psp;
+        config.rate_cap = spec.rate_cap;
         config
     };
     let config_a = side(

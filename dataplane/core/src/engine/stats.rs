@@ -94,6 +94,13 @@ pub struct EngineStats {
     /// connection's first packet and after each rekey, then only while
     /// more connections send than the cache holds.
     pub tx_context_misses: u64,
+    /// Paced connections the pacing wheel released to send
+    /// (`crate::pacing`: fcwnd < 1, or a rate cap).
+    pub pacing_releases: u64,
+    /// Release times beyond the pacing wheel's horizon
+    /// (`EngineConfig::pacing_slots`), held in its last slot and put back
+    /// from there.
+    pub pacing_clamped: u64,
 }
 
 impl Default for EngineStats {
@@ -130,6 +137,8 @@ impl Default for EngineStats {
             tx_no_buffer: 0,
             rx_other_shard: 0,
             tx_context_misses: 0,
+            pacing_releases: 0,
+            pacing_clamped: 0,
         }
     }
 }
@@ -210,6 +219,8 @@ impl EngineStats {
         self.tx_no_buffer += other.tx_no_buffer;
         self.rx_other_shard += other.rx_other_shard;
         self.tx_context_misses += other.tx_context_misses;
+        self.pacing_releases += other.pacing_releases;
+        self.pacing_clamped += other.pacing_clamped;
     }
 
     pub(crate) fn record_windows(&mut self, fcwnd: Fcwnd, ncwnd: u16) {

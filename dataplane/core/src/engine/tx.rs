@@ -1,5 +1,5 @@
 //! The engine's transmit path (DESIGN.md §3): scheduler pick → delivery
-//! sublayer (gating, PSN, piggy-backed ACK) → Falcon header and payload →
+//! sublayer (gating, pacing, PSN, piggy-backed ACK) → Falcon header and payload →
 //! PSP seal in place → Ethernet/IP/UDP.
 //!
 //! Layer: engine. Implements [`Engine::poll_transmit`]: ACKs and NACKs
@@ -16,7 +16,8 @@ use psp::{BoundTxSa, ICV_LEN};
 
 use crate::delivery::Retransmission;
 use crate::drop::DropReason;
-use crate::engine::{arm_connection, Connection, Engine};
+use crate::engine::{arm_connection, Connection, ConnectionHandle, Engine};
+use crate::pacing::Carousel;
 use crate::port::PacketBuf;
 use crate::time::Timestamp;
 use crate::transaction::DataSource;
@@ -105,10 +106,12 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             let polled = conn.delivery.poll_transmit(now);
             let Some(packet) = polled.as_ref() else {
                 // Nothing sendable (empty, out of window, paced): masked
-                // until an input activates it again. A paced packet armed
-                // the pacing release, which the wheel must know.
+                // until an input activates it again, or, for a packet that
+                // pacing holds, until the pacing wheel releases it.
                 self.data_ring.mask_front(Some(&mut conn.on_data_ring));
-                arm_connection(&mut self.unarmed, conn, slot);
+                if let Some(release) = conn.delivery.poll_departure() {
+                    hold(&mut self.pacing, conn, release);
+                }
                 continue;
             };
             // One match on the handle and the retransmission reason: a
@@ -157,6 +160,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
             arm_connection(&mut self.unarmed, conn, slot);
             match built {
                 Ok(frame) => {
+                    if conn.delivery.is_rate_capped() {
+                        conn.delivery.handle_departure(now, frame.len());
+                    }
                     // Counted a block apart from `tx_frames`: side by side, the
                     // two adjacent counters would be added as one vector.
                     self.stats.tx_bytes += frame.len() as u64;
@@ -359,6 +365,24 @@ impl PacketBuf for SliceBuf<'_> {
     fn capacity(&self) -> usize {
         self.bytes.len()
     }
+}
+
+/// `conn` has a packet that pacing holds until `release`: into the pacing
+/// wheel, unless an entry there releases it no later (one that releases it
+/// earlier finds it still held and puts it back).
+#[inline]
+fn hold<B: PacketBuf, S>(
+    pacing: &mut Carousel<ConnectionHandle>,
+    conn: &mut Connection<B, S>,
+    release: Timestamp,
+) {
+    if conn.departure.is_some_and(|held| held <= release) {
+        return;
+    }
+    conn.departure = Some(release);
+    // A release beyond the horizon comes back early, at the horizon, and
+    // is put back from there.
+    pacing.insert(conn.handle, release);
 }
 
 /// A Resync left `conn`: one that a request became at its first

@@ -3,7 +3,7 @@
 //!
 //! Layer: engine. Implements [`Engine::poll_timeout`] and
 //! [`Engine::handle_timeout`], the arming of connections on the timing
-//! wheel (once per burst, not per packet), and what runs after an input
+//! wheel (once per burst, not per packet), the pacing wheel's releases, and what runs after an input
 //! or command: RUE service, the receive-buffer level samples and the Xon
 //! check of connections told Xoff (by credit class).
 
@@ -20,8 +20,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// When [`handle_timeout`](Self::handle_timeout) should next run. May
     /// be early (a deadline that moved later), never late.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        // The wheel, and what the connections not yet armed would put on it.
-        let mut next = self.wheel.next_deadline();
+        // The wheels, and what the connections not yet armed would put on
+        // the timing wheel.
+        let mut next = earliest(self.wheel.next_deadline(), self.pacing.next_deadline());
         for &slot in &self.unarmed {
             if let Some(conn) = self.connections.value(slot as usize) {
                 next = earliest(next, conn.deadline_to_arm());
@@ -33,6 +34,9 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
     /// Runs the timers due at `now`: retransmissions, ACK coalescing,
     /// pacing releases, RNR waits, transaction timeouts and reclaims.
     pub fn handle_timeout(&mut self, now: Timestamp) {
+        if self.pacing.next_deadline().is_some_and(|due| due <= now) {
+            self.release_paced(now);
+        }
         self.arm_pending();
         let mut fired = core::mem::take(&mut self.fired);
         self.wheel.expire(now, &mut fired);
@@ -62,6 +66,32 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         }
         self.fired = fired;
         self.finish(now);
+    }
+
+    /// The pacing wheel's releases due at `now`: each connection released
+    /// goes back on the data ring, where the next transmit burst polls it
+    /// (and, if its release time has not come, as for an entry clamped at
+    /// the wheel's horizon, puts it back in the wheel). Nothing else runs:
+    /// a release is not a timer of the sublayers.
+    #[inline(never)]
+    fn release_paced(&mut self, now: Timestamp) {
+        let mut released = core::mem::take(&mut self.released);
+        self.pacing.expire(now, &mut released);
+        for (handle, release) in released.drain(..) {
+            let Some(slot) = self.slot(handle) else {
+                continue;
+            };
+            let conn = conn_in(&mut self.connections, slot);
+            if conn.departure != Some(release) {
+                continue; // stale: the connection was put back earlier
+            }
+            conn.departure = None;
+            self.stats.pacing_releases += 1;
+            if !conn.dead {
+                self.data_ring.activate(slot, &mut conn.on_data_ring);
+            }
+        }
+        self.released = released;
     }
 
     /// After any input or command on a connection: hand its delivery events

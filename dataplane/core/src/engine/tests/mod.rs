@@ -36,6 +36,7 @@ mod flows;
 mod header_checks;
 mod load;
 mod node;
+mod pacing;
 mod rotation;
 mod rue_external;
 mod ulp_api;
