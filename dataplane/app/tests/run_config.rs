@@ -124,6 +124,12 @@ fn a_bad_value_is_named_with_its_line() {
         "unknown variant",
     );
     refused(
+        &GOOD.replace("count = 2", "count = 2\nrate_gbps = -1.0"),
+        28,
+        "connections[1].rate_gbps",
+        "0.001..=1000",
+    );
+    refused(
         &GOOD.replace("datapath = [0]", "datapath = []"),
         12,
         "lcores.datapath",

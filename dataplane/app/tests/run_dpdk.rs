@@ -202,13 +202,27 @@ fn the_rue_on_its_own_lcore_serves_the_datapath_lcore() {
         .unwrap()
         .replace("datapath = [0, 1]", "datapath = [0]")
         .replace("# rue = 1", "rue = 1");
-    assert!(text.contains("\nrue = 1"), "the example keeps its commented `rue` key");
+    assert!(
+        text.contains("\nrue = 1"),
+        "the example keeps its commented `rue` key"
+    );
     let path = std::env::temp_dir().join(format!("falcon-run-rue-{}.toml", std::process::id()));
     std::fs::write(&path, text).unwrap();
-    let child = start(&["--config", path.to_str().unwrap(), "--duration", "3", "--quiet", "--json"]);
+    let child = start(&[
+        "--config",
+        path.to_str().unwrap(),
+        "--duration",
+        "3",
+        "--quiet",
+        "--json",
+    ]);
     let (out, r) = finish(child, Duration::from_secs(60));
     let _ = std::fs::remove_file(&path);
-    assert!(out.status.success(), "{}\n{r:#}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{r:#}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(r["rue"], "lcore");
     assert_eq!(r["lcores"], 1);
     assert_eq!(r["ok"], true, "{r:#}");

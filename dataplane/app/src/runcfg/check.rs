@@ -100,6 +100,8 @@ pub struct PlannedConnection {
     pub size: usize,
     pub inflight: usize,
     pub transactions: u64,
+    /// The connection's rate cap, bit/s.
+    pub rate_cap_bps: Option<u64>,
 }
 
 /// Checks `config` (from the file `origin` names) into a [`Plan`].
@@ -387,6 +389,18 @@ fn connections(
             return Err(origin.error(&key("count"), "must be at least 1"));
         }
         check_sizes(c, config, origin, entry)?;
+        let rate_cap_bps = match c.rate_gbps {
+            None => None,
+            Some(g) if g.is_finite() && (0.001..=1000.0).contains(&g) => {
+                Some((g * 1e9).round() as u64)
+            }
+            Some(g) => {
+                return Err(origin.error(
+                    &key("rate_gbps"),
+                    format!("must be in 0.001..=1000 Gbit/s, got {g}"),
+                ))
+            }
+        };
         for index in 0..c.count {
             let cid = match c.first_cid {
                 Some(first) => {
@@ -420,6 +434,7 @@ fn connections(
                 size: c.size,
                 inflight: c.inflight,
                 transactions: c.transactions,
+                rate_cap_bps,
             });
         }
     }

@@ -198,7 +198,7 @@ pub struct PeerSection {
 }
 
 /// `count` connections to one peer, alike.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectionsSection {
     /// A `[[peers]]` name, or `self`: both ends on this node (a loopback).
@@ -227,6 +227,10 @@ pub struct ConnectionsSection {
     /// `verify`: transactions per connection.
     #[serde(default = "default_transactions")]
     pub transactions: u64,
+    /// Cap each connection's sending rate (Gbit/s of frames, Ethernet
+    /// header to ICV), paced on the timing wheel; absent: no cap.
+    #[serde(default)]
+    pub rate_gbps: Option<f64>,
 }
 
 fn one() -> u32 {

@@ -121,6 +121,20 @@ impl Placement {
     }
 }
 
+/// The connection's rate cap, if it has one (its initiator end paces).
+fn cap<B: PacketBuf, S: falcon_core::api::DataSource>(
+    engine: &mut Engine<B, S>,
+    h: falcon_core::api::ConnectionHandle,
+    c: &PlannedConnection,
+) -> Result<()> {
+    if c.rate_cap_bps.is_some() {
+        engine
+            .set_rate_cap(h, c.rate_cap_bps)
+            .map_err(|e| AppError::Failed(format!("connections[{}].rate_gbps: {e}", c.entry)))?;
+    }
+    Ok(())
+}
+
 /// Sets up every connection of `plan` on `engines` (one per shard).
 ///
 /// # Errors
@@ -200,6 +214,7 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                     .map_err(failed)?;
                 let ht = cm::add_connection(now, &mut engines[usize::from(st)], &theirs, &ours)
                     .map_err(failed)?;
+                cap(&mut engines[usize::from(si)], hi, c)?;
                 ulps[usize::from(si)].add(hi, initiator(hi, c));
                 ulps[usize::from(st)].add(ht, End::Target(Box::new(Target::new(pattern.clone()))));
             }
@@ -249,6 +264,7 @@ pub fn set_up<B: PacketBuf + std::fmt::Debug>(
                     }
                 };
                 let h = cm::add_connection(now, engine, &ours, &theirs).map_err(failed)?;
+                cap(engine, h, c)?;
                 ch.connections += 1;
                 ulps[usize::from(shard)].add(h, initiator(h, c));
             }

@@ -320,7 +320,10 @@ fn run_on(
             let stop = Arc::clone(&rue_stop);
             // On a CPU of its own it spins; beside a datapath lcore it
             // yields, or the two take turns a scheduler slice at a time.
-            let idle = if plan.rue_cpu.is_some_and(|cpu| plan.datapath_cpus.contains(&cpu)) {
+            let idle = if plan
+                .rue_cpu
+                .is_some_and(|cpu| plan.datapath_cpus.contains(&cpu))
+            {
                 rue::Idle::Yield
             } else {
                 rue::Idle::Spin
