@@ -1,0 +1,78 @@
+//! `falcon pktgen` on a DPDK port: `falcon node`'s backends (memif between
+//! two processes on this host, af_packet or af_xdp on a kernel interface),
+//! one EAL per process on `--core`.
+//!
+//! Layer: application. Opens the port through
+//! [`node::dpdk::with_port`](crate::cmd::node::dpdk) (which also removes
+//! the EAL's runtime directory and a memif server's socket at the end),
+//! builds the engine on it and hands both to [`super::drive`]. The
+//! reflector serves the memif socket, the generator connects to it.
+
+use super::report::Report;
+use crate::cli::PktgenArgs;
+use crate::error::Result;
+
+#[cfg(not(feature = "dpdk"))]
+pub fn run(args: &PktgenArgs) -> Result<Report> {
+    Err(crate::error::AppError::Usage(format!(
+        "pktgen --port {}: this falcon was built without DPDK; build it with \
+         `cargo build --release --features dpdk` (DPDK 22.11 from scripts/setup.sh)",
+        args.port.kind().name()
+    )))
+}
+
+#[cfg(feature = "dpdk")]
+pub use with_dpdk::run;
+
+#[cfg(feature = "dpdk")]
+mod with_dpdk {
+    use falcon_core::api::{Clock, Engine, Lcore};
+    use falcon_dpdk::mbuf::Mbuf;
+    use falcon_dpdk::port::DpdkPort;
+
+    use super::super::{drive, new_engine, open_channel, CountedPort, Wire};
+    use super::*;
+    use crate::cli::PktgenRole;
+    use crate::cmd::node::dpdk::{counters, with_port, Opened, PortSpec};
+    use crate::cmd::node::workload::Pattern;
+    use crate::cmd::node::DpdkCounters;
+
+    pub fn run(args: &PktgenArgs) -> Result<Report> {
+        let spec = PortSpec {
+            kind: args.port.kind(),
+            server: args.role == PktgenRole::Reflector,
+            socket: &args.socket,
+            iface: args.iface.as_deref(),
+            core: args.core,
+            who: format!("pktgen {}", args.role.name()),
+        };
+        with_port(&spec, |opened| {
+            let Opened {
+                port,
+                mac,
+                max_frame,
+                mut clock,
+            } = opened;
+            let engine: Engine<Mbuf, Pattern> = new_engine(args, mac, max_frame, clock.now())?;
+            drive(args, Lcore::new(engine, port, clock), mac, || {
+                open_channel(args)
+            })
+        })
+    }
+
+    impl CountedPort for DpdkPort {
+        fn wire(&self) -> Wire {
+            let s = self.eth().stats().unwrap_or_default();
+            Wire {
+                rx_frames: s.rx_packets,
+                tx_frames: s.tx_packets,
+                rx_bytes: s.rx_bytes,
+                tx_bytes: s.tx_bytes,
+            }
+        }
+
+        fn dpdk(&self) -> Option<DpdkCounters> {
+            Some(counters(self))
+        }
+    }
+}
