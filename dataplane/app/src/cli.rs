@@ -156,6 +156,12 @@ pub struct PktgenArgs {
     /// the generator every pull (pulls are always served from the pattern).
     #[arg(long)]
     pub verify: bool,
+    /// Congestion control: `swift` (the RUE inline, as `falcon node`), or
+    /// `off` (every connection keeps its initial windows, 32 packets and 64
+    /// requests, and `--min-rto-us`: the datapath alone, whatever the
+    /// delays a shared host adds).
+    #[arg(long, value_enum, default_value_t = PktgenCc::Swift)]
+    pub cc: PktgenCc,
     /// Swift's base target delay, µs (as `falcon node`): the two processes
     /// share their host's cores, and a preempted one stalls for a
     /// scheduler slice.
@@ -186,6 +192,13 @@ impl PktgenRole {
             PktgenRole::Reflector => "reflector",
         }
     }
+}
+
+/// `falcon pktgen --cc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PktgenCc {
+    Swift,
+    Off,
 }
 
 /// The DPDK port of `falcon pktgen`.

@@ -26,16 +26,20 @@ pub use with_dpdk::run;
 
 #[cfg(feature = "dpdk")]
 mod with_dpdk {
+    use std::net::TcpListener;
+
     use falcon_core::api::{Clock, Engine, Lcore};
     use falcon_dpdk::mbuf::Mbuf;
     use falcon_dpdk::port::DpdkPort;
 
-    use super::super::{drive, new_engine, open_channel, CountedPort, Wire};
+    use super::super::{drive, failed, new_engine, CountedPort, Wire, SETUP_TIMEOUT};
     use super::*;
     use crate::cli::PktgenRole;
+    use crate::cm::Channel;
     use crate::cmd::node::dpdk::{counters, with_port, Opened, PortSpec};
     use crate::cmd::node::workload::Pattern;
     use crate::cmd::node::DpdkCounters;
+    use crate::error::AppError;
 
     pub fn run(args: &PktgenArgs) -> Result<Report> {
         let spec = PortSpec {
@@ -58,6 +62,20 @@ mod with_dpdk {
                 open_channel(args)
             })
         })
+    }
+
+    /// The control channel: the reflector listens, the generator connects.
+    fn open_channel(args: &PktgenArgs) -> Result<Channel> {
+        match args.role {
+            PktgenRole::Generator => {
+                Channel::connect(args.control, SETUP_TIMEOUT).map_err(|e| failed(args.role, e))
+            }
+            PktgenRole::Reflector => {
+                let listener = TcpListener::bind(args.control)
+                    .map_err(|e| AppError::Usage(format!("--control {}: {e}", args.control)))?;
+                Channel::accept(&listener, SETUP_TIMEOUT).map_err(|e| failed(args.role, e))
+            }
+        }
     }
 
     impl CountedPort for DpdkPort {

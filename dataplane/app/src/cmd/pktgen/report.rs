@@ -16,6 +16,8 @@ pub struct Report {
     pub role: &'static str,
     pub port: &'static str,
     pub psp: bool,
+    /// `--cc`: `swift` or `off`.
+    pub cc: &'static str,
     pub core: usize,
     /// Falcon connections (the reflector: those the generator set up).
     pub connections: usize,
