@@ -89,8 +89,9 @@ pub struct PktgenArgs {
     /// The kernel interface of `--port af-packet` / `af-xdp`.
     #[arg(long, value_name = "NAME", required_if_eq_any([("port", "af-packet"), ("port", "af-xdp")]))]
     pub iface: Option<String>,
-    /// The control channel (TCP): the reflector listens on it, the
-    /// generator connects. Carries each connection's setup (CIDs, PSP SPIs
+    /// The control channel (TCP): the reflector listens on it (a minute at
+    /// most for the generator to come), the generator connects. Carries
+    /// each connection's setup (CIDs, PSP SPIs
     /// and SA keys, in clear: loopback and trusted networks only) and both
     /// sides' counts at the end.
     #[arg(long, value_name = "ADDR:PORT")]
