@@ -9,7 +9,9 @@
 #   scripts/pktgen-pair.sh 5 --size 64 --seconds 5
 #
 # FALCON names the binary (default target/release/falcon, built with
-# `cargo build --release -p falcon --features dpdk`).
+# `cargo build --release -p falcon --features dpdk`); IDLE_WAIT is how long
+# a run waits for idle cores, seconds (default 60; then it runs anyway and
+# says so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,9 +23,9 @@ control=127.0.0.1:17890
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# Waits (at most a minute) until both cores were >= 90 % idle over a second.
+# Waits (at most IDLE_WAIT s) until both cores were >= 90 % idle over a second.
 wait_idle() {
-    for _ in $(seq 60); do
+    for _ in $(seq "${IDLE_WAIT:-60}"); do
         read -r _ u n s i w x y z _ < /proc/stat
         sleep 1
         read -r _ u2 n2 s2 i2 w2 x2 y2 z2 _ < /proc/stat
@@ -33,7 +35,7 @@ wait_idle() {
             return 0
         fi
     done
-    echo "cores still busy after a minute; running anyway" >&2
+    echo "cores still busy after ${IDLE_WAIT:-60} s; running anyway" >&2
 }
 
 for run in $(seq "$runs"); do

@@ -187,7 +187,13 @@ impl Generator {
     /// The next transaction, if one may go now: within `--inflight` and
     /// `--count`, and due under the rate.
     fn next_transaction(&mut self, now: Timestamp) -> Option<(Transaction<Pattern>, usize)> {
-        if self.stopped || self.all_submitted() || self.outstanding >= self.plan.inflight {
+        // A slot is free for every transaction within `inflight` (and one
+        // more for the pending one, which is not asked for while it waits).
+        if self.stopped
+            || self.all_submitted()
+            || self.outstanding >= self.plan.inflight
+            || self.free.is_empty()
+        {
             return None;
         }
         let (size, pull) = *self
@@ -199,8 +205,6 @@ impl Generator {
             }
         }
         self.upcoming = None;
-        // Invariant: a slot is free for every transaction within
-        // `inflight`, and one more for the pending one.
         let slot = self.free.pop()?;
         let id = self.next_id & !RESPOND;
         self.next_id = self.next_id.wrapping_add(1);
