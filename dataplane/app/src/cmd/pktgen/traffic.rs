@@ -146,7 +146,7 @@ impl FromStr for Mix {
                     .and_then(|n| n.parse::<u32>().ok())
                     .filter(|&n| n >= 1)
                     .ok_or_else(|| {
-                        format!("{s:?}: push, push-pull or push-pull:N (N ≥ 1 pushes a pull)")
+                        format!("{s:?}: push, push-pull or push-pull:N (N ≥ 1 pushes per pull)")
                     })?;
                 Ok(Mix::PushPull { pushes })
             }
