@@ -121,7 +121,7 @@ fn check_agree(g: &Value, r: &Value) {
         assert_eq!(n(x, "failures"), 0, "{who}: {x}");
         assert_eq!(x["dpdk"]["driver"], "net_memif", "{who}: {x}");
         assert_eq!(x["psp"], true, "{who}: {x}");
-        assert!(f(x, "seconds") > 0.5, "{who}: {x}");
+        assert!(f(x, "seconds") > 0.0, "{who}: {x}");
         for key in ["tx_mpps", "rx_mpps", "goodput_gbps", "ops_mpps"] {
             assert!(f(x, key) > 0.0, "{who} {key}: {x}");
         }
@@ -180,6 +180,7 @@ fn memif_pair_flat_out_then_at_a_rate() {
     assert_eq!(n(&g, "connections"), 4, "{g}");
     assert_eq!(g["sizes"], "64,512,4096", "{g}");
     assert!(g["achieved_ratio"].is_null(), "flat out: {g}");
+    assert!((f(&g, "seconds") - 3.0).abs() < 0.05, "{g}");
     // Sizes in turn: the bytes are the sizes' mean a push, within one
     // round of the three.
     let pushes = n(&g, "pushes");
@@ -198,10 +199,16 @@ fn memif_pair_flat_out_then_at_a_rate() {
         f(&g, "p50_us")
     );
 
-    // A quarter of that, between 0.05 and 2 Gbit/s, with fixed windows
-    // (`--cc off`): what is under test is the generator's schedule, and
-    // Swift reads a preemption of either process as congestion.
-    let rate = (flat_gbps / 4.0).clamp(0.05, 2.0);
+    // Well below that: a quarter, at most 0.05 Gbit/s (4 000 transactions
+    // a second of these sizes), with fixed windows (`--cc off`) and a
+    // 100 ms retransmit timeout. What is under test is the generator's
+    // schedule, on a host whose two cores other work may share: the
+    // catch-up burst (32) covers 8 ms of a generator that lost its core,
+    // 1024 in flight cover 250 ms of a reflector that did, and neither
+    // Swift (which reads the reflector's stall as congestion) nor a 10 ms
+    // timeout (as loss) cuts the rate. Flat out the pair ran at 0.3 Gbit/s
+    // and more even with another build on both cores.
+    let rate = (flat_gbps / 4.0).clamp(0.01, 0.05);
     let rate_arg = format!("{rate:.4}");
     let (g, r) = pair(
         "127.0.0.1:17811",
@@ -214,10 +221,14 @@ fn memif_pair_flat_out_then_at_a_rate() {
             "3",
             "--rate-gbps",
             &rate_arg,
+            "--inflight",
+            "1024",
             "--cc",
             "off",
+            "--min-rto-us",
+            "100000",
         ],
-        &["--cc", "off"],
+        &["--cc", "off", "--min-rto-us", "100000"],
     );
     let configured = f(&g, "configured_gbps");
     let ratio = f(&g, "achieved_ratio");

@@ -27,6 +27,7 @@ pub use with_dpdk::run;
 #[cfg(feature = "dpdk")]
 mod with_dpdk {
     use std::net::TcpListener;
+    use std::time::Duration;
 
     use falcon_core::api::{Clock, Engine, Lcore};
     use falcon_dpdk::mbuf::Mbuf;
@@ -73,7 +74,11 @@ mod with_dpdk {
             PktgenRole::Reflector => {
                 let listener = TcpListener::bind(args.control)
                     .map_err(|e| AppError::Usage(format!("--control {}: {e}", args.control)))?;
-                Channel::accept(&listener, SETUP_TIMEOUT).map_err(|e| failed(args.role, e))
+                // `--seconds` bounds the wait for the generator too.
+                let wait = args.seconds.map_or(SETUP_TIMEOUT, |s| {
+                    Duration::from_secs_f64(s).min(SETUP_TIMEOUT)
+                });
+                Channel::accept(&listener, wait).map_err(|e| failed(args.role, e))
             }
         }
     }
