@@ -230,9 +230,14 @@ pub fn print_text(r: &Report) {
         );
     }
     if let Some(p) = &r.peer_report {
+        let mpps = |key: &str| p[key].as_f64().unwrap_or(f64::NAN);
         println!(
-            "  reflector: {} pushes, {} pulls, rx {} Mpps, tx {} Mpps, {} failures",
-            p["pushes"], p["pulls"], p["rx_mpps"], p["tx_mpps"], p["failures"]
+            "  reflector: {} pushes, {} pulls, rx {:.3} Mpps, tx {:.3} Mpps, {} failures",
+            p["pushes"],
+            p["pulls"],
+            mpps("rx_mpps"),
+            mpps("tx_mpps"),
+            p["failures"]
         );
     }
     match &r.first_failure {
