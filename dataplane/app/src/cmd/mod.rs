@@ -12,5 +12,6 @@ pub mod node;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod pipeline_falcon;
+pub mod pktgen;
 pub mod psp_tool;
 mod slices;
