@@ -64,6 +64,178 @@ pub enum Command {
     /// verification or a transaction was lost. Needs a falcon built with
     /// `--features dpdk`.
     Run(RunArgs),
+    /// Falcon/PSP traffic generator and reflector on a DPDK port (memif,
+    /// af_packet, af_xdp; a falcon built with `--features dpdk`), one
+    /// process each side, their connections set up over a TCP control
+    /// channel. The generator is a real Falcon initiator: Push Data (or a
+    /// push/pull mix) of fixed, listed, ranged or IMIX sizes over one or many
+    /// connections, flat out or at `--rate-gbps` / `--rate-mpps`; the
+    /// reflector is a Falcon target that accepts every push and serves every
+    /// pull. A testpmd-like line a second on stderr (tx/rx Mpps from the
+    /// port's frame counters, goodput Gbit/s, ops/s, drops, retransmissions,
+    /// p50/p99 push latency), a summary at the end (`--json`: one object).
+    /// The generator checks the reflector's counts against its own and
+    /// exits 1 if they differ or anything failed.
+    Pktgen(PktgenArgs),
+}
+
+/// `falcon pktgen`: one side of a generator/reflector pair.
+#[derive(Debug, Clone, Args)]
+pub struct PktgenArgs {
+    /// Which side: the generator connects to the reflector's control
+    /// address, sets up `--connections` connections and sends; the
+    /// reflector listens, accepts every connection offered and answers.
+    #[arg(long, value_enum)]
+    pub role: PktgenRole,
+    /// The DPDK port: `memif`, shared memory between two processes on this
+    /// host (the reflector serves the socket, the generator connects; no
+    /// root); `af-packet` or `af-xdp` on a kernel interface (`--iface`).
+    /// Each process is one EAL (no hugepages, no PCI) on `--core`.
+    #[arg(long, value_enum, default_value_t = PktgenPort::Memif)]
+    pub port: PktgenPort,
+    /// The memif control socket (`--port memif`).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/tmp/falcon-pktgen-memif.sock"
+    )]
+    pub socket: PathBuf,
+    /// The kernel interface of `--port af-packet` / `af-xdp`.
+    #[arg(long, value_name = "NAME", required_if_eq_any([("port", "af-packet"), ("port", "af-xdp")]))]
+    pub iface: Option<String>,
+    /// The control channel (TCP): the reflector listens on it (a minute at
+    /// most for the generator to come), the generator connects. Carries
+    /// each connection's setup (CIDs, PSP SPIs
+    /// and SA keys, in clear: loopback and trusted networks only) and both
+    /// sides' counts at the end.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub control: std::net::SocketAddr,
+    /// The EAL's one lcore, this process pinned to it. Give each side its
+    /// own core: two polling processes on one core starve each other.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub core: usize,
+    /// PSP encryption of every frame.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub psp: OnOff,
+    /// Generator: `push` (Push Data only) or `push-pull[:N]` (N pushes, then
+    /// a pull of the next size the reflector serves; N defaults to 1).
+    #[arg(long, default_value = "push", value_name = "push|push-pull[:N]")]
+    pub mix: crate::cmd::pktgen::traffic::Mix,
+    /// Generator: Falcon connections, used round robin (a connection out of
+    /// credits passes its turn).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub connections: u32,
+    /// Generator: each transaction's payload bytes (the 8-byte pktgen
+    /// header naming its slice of the data pattern, then the data): `64`;
+    /// a list cycled in order, `64,512,4096`; or a range drawn uniformly
+    /// from `--seed`, `64-4096`. At least 16, at most what a frame carries
+    /// (4096 over memif).
+    #[arg(
+        long,
+        default_value = "64",
+        value_name = "BYTES|A,B,..|LO-HI",
+        conflicts_with = "imix"
+    )]
+    pub size: crate::cmd::pktgen::traffic::SizeSpec,
+    /// Generator: the simple IMIX by count, 7 × 64 B, 4 × 576 B, 1 × 1500 B
+    /// in every 12 transactions (interleaved, in a fixed order), instead of
+    /// `--size`.
+    #[arg(long)]
+    pub imix: bool,
+    /// Seed of `--size LO-HI`.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Generator: offer this many Gbit/s of payload (pushes and pulls
+    /// alike), each transaction released `size × 8 / rate` after the one
+    /// before; behind schedule it catches up by at most 32 transactions at
+    /// once. Default: flat out, as fast as `--inflight` and the transport
+    /// allow.
+    #[arg(long, value_name = "GBPS", conflicts_with = "rate_mpps")]
+    pub rate_gbps: Option<f64>,
+    /// Generator: offer this many million transactions a second (each a
+    /// Push Data or a Pull Request packet), on the same schedule.
+    #[arg(long, value_name = "MPPS")]
+    pub rate_mpps: Option<f64>,
+    /// Generator: transactions outstanding at most, over all connections.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=8192))]
+    pub inflight: u32,
+    /// Generator: seconds of traffic (default 5 unless `--count`).
+    /// Reflector: give up after this long without the generator's end
+    /// (default: wait as long as the control channel is open).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Generator: transactions to send in all, instead of `--seconds`.
+    #[arg(long, conflicts_with = "seconds")]
+    pub count: Option<u64>,
+    /// Check every byte against the data pattern: the reflector every push,
+    /// the generator every pull (pulls are always served from the pattern).
+    #[arg(long)]
+    pub verify: bool,
+    /// Congestion control: `swift` (the RUE inline, as `falcon node`), or
+    /// `off` (every connection keeps its initial windows, 32 packets and 64
+    /// requests, and `--min-rto-us`: the datapath alone, whatever the
+    /// delays a shared host adds).
+    #[arg(long, value_enum, default_value_t = PktgenCc::Swift)]
+    pub cc: PktgenCc,
+    /// Swift's base target delay, µs (as `falcon node`): the two processes
+    /// share their host's cores, and a preempted one stalls for a
+    /// scheduler slice.
+    #[arg(long, value_name = "US", default_value_t = NODE_TARGET_DELAY_US)]
+    pub target_delay_us: f64,
+    /// Smallest retransmit timeout (and the initial one), µs.
+    #[arg(long, value_name = "US", default_value_t = NODE_MIN_RTO_US)]
+    pub min_rto_us: f64,
+    /// No stats lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A side of `falcon pktgen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PktgenRole {
+    Generator,
+    Reflector,
+}
+
+impl PktgenRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            PktgenRole::Generator => "generator",
+            PktgenRole::Reflector => "reflector",
+        }
+    }
+}
+
+/// `falcon pktgen --cc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PktgenCc {
+    Swift,
+    Off,
+}
+
+/// The DPDK port of `falcon pktgen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PktgenPort {
+    /// DPDK `net_memif`.
+    Memif,
+    /// DPDK `net_af_packet` on `--iface`.
+    AfPacket,
+    /// DPDK `net_af_xdp` on `--iface`.
+    AfXdp,
+}
+
+impl PktgenPort {
+    /// The same port as `falcon node` names it.
+    pub fn kind(self) -> PortKind {
+        match self {
+            PktgenPort::Memif => PortKind::Memif,
+            PktgenPort::AfPacket => PortKind::AfPacket,
+            PktgenPort::AfXdp => PortKind::AfXdp,
+        }
+    }
 }
 
 /// `falcon run`: the appliance on a node configuration.

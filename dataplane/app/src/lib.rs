@@ -62,6 +62,10 @@ pub fn run(cli: Cli) -> Result<()> {
             node_outcome(&report, args.json)
         }
         Command::Run(args) => cmd::run::main(&args),
+        Command::Pktgen(args) => {
+            let report = cmd::pktgen::run(&args)?;
+            cmd::pktgen::outcome(&report, args.json)
+        }
         Command::Psp(PspCommand::Encrypt(args)) => cmd::psp_tool::encrypt(&args).map(drop),
         Command::Psp(PspCommand::Decrypt(args)) => cmd::psp_tool::decrypt(&args).map(drop),
         Command::Pcap(PcapCommand::Decode(args)) => cmd::pcap_decode::run(&args).map(drop),

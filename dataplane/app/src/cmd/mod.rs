@@ -12,6 +12,7 @@ pub mod node;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod pipeline_falcon;
+pub mod pktgen;
 pub mod psp_tool;
 pub mod run;
 mod slices;

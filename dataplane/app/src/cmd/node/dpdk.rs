@@ -48,10 +48,12 @@ pub fn run(args: &NodeArgs) -> Result<Report> {
 }
 
 #[cfg(feature = "dpdk")]
-pub use with_dpdk::run;
+pub(crate) use with_dpdk::{counters, run, with_port, Opened, PortSpec};
 
 #[cfg(feature = "dpdk")]
 mod with_dpdk {
+    use std::path::Path;
+
     use falcon_core::api::{Clock, Engine, EthernetAddress};
     use falcon_dpdk::clock::TscClock;
     use falcon_dpdk::eal::Eal;
@@ -78,30 +80,82 @@ mod with_dpdk {
     const ETHERNET_HEADER: usize = 14;
 
     pub fn run(args: &NodeArgs) -> Result<Report> {
-        let core = args.core.unwrap_or(0);
-        let role = args.role.name();
-        let (vdev, device, max_frame) = match args.port {
+        let spec = PortSpec {
+            kind: args.port,
+            server: args.role == NodeRole::Target,
+            socket: &args.socket,
+            iface: args.iface.as_deref(),
+            core: args.core.unwrap_or(0),
+            who: format!("node {}", args.role.name()),
+        };
+        with_port(&spec, |opened| {
+            let Opened {
+                port,
+                mac,
+                max_frame,
+                mut clock,
+            } = opened;
+            let (ip, _, _) = addresses(args.role);
+            let mut engine: Engine<Mbuf, Pattern> =
+                new_engine(args, ip, mac, Some(max_frame), clock.now())?;
+            let setup = Setup::new(args, &engine)?;
+            let (channel, connection, _) =
+                set_up_connection(args, &mut engine, &mut clock, ip, mac)?;
+            drive_with_faults(args, engine, port, clock, connection, channel, &setup)
+        })
+    }
+
+    /// The DPDK port a process opens (`falcon node`, `falcon pktgen`).
+    pub(crate) struct PortSpec<'a> {
+        pub kind: PortKind,
+        /// memif: this side serves the socket (the other connects).
+        pub server: bool,
+        pub socket: &'a Path,
+        pub iface: Option<&'a str>,
+        /// The EAL's one lcore.
+        pub core: usize,
+        /// This process in errors and in the EAL's file prefix
+        /// (`node target`).
+        pub who: String,
+    }
+
+    /// What [`with_port`] hands its closure.
+    pub(crate) struct Opened {
+        pub port: DpdkPort,
+        pub mac: EthernetAddress,
+        /// The largest frame the port carries (the engine's
+        /// `max_frame_len`).
+        pub max_frame: usize,
+        pub clock: TscClock,
+    }
+
+    /// Brings up this process's EAL and its one port as `spec` says, runs
+    /// `f` on it, then removes the EAL's runtime directory and (memif
+    /// server) the socket, whatever `f` returned.
+    pub(crate) fn with_port<T>(
+        spec: &PortSpec<'_>,
+        f: impl FnOnce(Opened) -> Result<T>,
+    ) -> Result<T> {
+        let who = &spec.who;
+        let (vdev, device, max_frame) = match spec.kind {
             PortKind::Memif => {
-                let role = match args.role {
-                    NodeRole::Target => "server",
-                    NodeRole::Initiator => "client",
-                };
-                if args.role == NodeRole::Target {
+                let role = if spec.server { "server" } else { "client" };
+                if spec.server {
                     // A socket left by a run that was killed: the server
                     // could not bind it.
-                    let _ = std::fs::remove_file(&args.socket);
+                    let _ = std::fs::remove_file(spec.socket);
                 }
                 (
                     format!(
                         "--vdev=net_memif0,role={role},socket={},bsize={MEMIF_BUFFER}",
-                        args.socket.display()
+                        spec.socket.display()
                     ),
                     "net_memif0",
                     MEMIF_MAX_FRAME,
                 )
             }
             PortKind::AfPacket | PortKind::AfXdp => {
-                let iface = args.iface.as_deref().unwrap_or_default();
+                let iface = spec.iface.unwrap_or_default();
                 let mtu_path = format!("/sys/class/net/{iface}/mtu");
                 let mtu: usize = std::fs::read_to_string(&mtu_path)
                     .ok()
@@ -111,7 +165,7 @@ mod with_dpdk {
                             "--iface {iface}: no such interface in this network namespace ({mtu_path})"
                         ))
                     })?;
-                let (pmd, device) = if args.port == PortKind::AfPacket {
+                let (pmd, device) = if spec.kind == PortKind::AfPacket {
                     ("net_af_packet", "net_af_packet0")
                 } else {
                     ("net_af_xdp", "net_af_xdp0")
@@ -125,10 +179,14 @@ mod with_dpdk {
             PortKind::Udp => unreachable!("the UDP port is not a DPDK port"),
         };
         let failed = |e: falcon_dpdk::DpdkError| {
-            AppError::Failed(format!("node {role}: {}: {e}", args.port.name()))
+            AppError::Failed(format!("{who}: {}: {e}", spec.kind.name()))
         };
-        let prefix = format!("--file-prefix=falcon-node-{role}-{}", std::process::id());
-        let lcore = core.to_string();
+        let prefix = format!(
+            "--file-prefix=falcon-{}-{}",
+            who.replace(' ', "-"),
+            std::process::id()
+        );
+        let lcore = spec.core.to_string();
         let eal = Eal::init(&[
             "--no-huge",
             "-m",
@@ -152,21 +210,37 @@ mod with_dpdk {
             let id = EthPort::id_by_name(eal, device).map_err(failed)?;
             let eth = EthPort::start(eal, id, PortConfig::default(), pool).map_err(failed)?;
             let mac = EthernetAddress(eth.mac_address().map_err(failed)?);
-            let port = DpdkPort::new(eth, 0, pool, max_frame);
-            let (ip, _, _) = addresses(args.role);
-            let mut clock = TscClock::new(eal);
-            let mut engine: Engine<Mbuf, Pattern> =
-                new_engine(args, ip, mac, Some(max_frame), clock.now())?;
-            let setup = Setup::new(args, &engine)?;
-            let (channel, connection, _) =
-                set_up_connection(args, &mut engine, &mut clock, ip, mac)?;
-            drive_with_faults(args, engine, port, clock, connection, channel, &setup)
+            f(Opened {
+                port: DpdkPort::new(eth, 0, pool, max_frame),
+                mac,
+                max_frame,
+                clock: TscClock::new(eal),
+            })
         })();
         let _ = std::fs::remove_dir_all(eal.runtime_dir());
-        if args.port == PortKind::Memif && args.role == NodeRole::Target {
-            let _ = std::fs::remove_file(&args.socket);
+        if spec.kind == PortKind::Memif && spec.server {
+            let _ = std::fs::remove_file(spec.socket);
         }
         result
+    }
+
+    /// The port's counters as the reports show them.
+    pub(crate) fn counters(port: &DpdkPort) -> DpdkCounters {
+        let eth = port.eth().stats().unwrap_or_default();
+        let own = port.stats();
+        DpdkCounters {
+            device: format!("port {}", port.eth().id()),
+            driver: port.eth().info().driver.clone(),
+            rx_frames: eth.rx_packets,
+            tx_frames: eth.tx_packets,
+            rx_missed: eth.rx_missed,
+            rx_errors: eth.rx_errors,
+            tx_errors: eth.tx_errors,
+            rx_no_mbuf: eth.rx_no_mbuf,
+            alloc_failures: own.alloc_failures + own.alloc_too_long,
+            rx_bad_ip_checksum: own.rx_bad_ip_checksum,
+            rx_bad_udp_checksum: own.rx_bad_udp_checksum,
+        }
     }
 
     impl NodePort for DpdkPort {
@@ -181,21 +255,7 @@ mod with_dpdk {
         }
 
         fn report_into(&self, report: &mut Report) {
-            let eth = self.eth().stats().unwrap_or_default();
-            let own = self.stats();
-            report.dpdk = Some(DpdkCounters {
-                device: format!("port {}", self.eth().id()),
-                driver: self.eth().info().driver.clone(),
-                rx_frames: eth.rx_packets,
-                tx_frames: eth.tx_packets,
-                rx_missed: eth.rx_missed,
-                rx_errors: eth.rx_errors,
-                tx_errors: eth.tx_errors,
-                rx_no_mbuf: eth.rx_no_mbuf,
-                alloc_failures: own.alloc_failures + own.alloc_too_long,
-                rx_bad_ip_checksum: own.rx_bad_ip_checksum,
-                rx_bad_udp_checksum: own.rx_bad_udp_checksum,
-            });
+            report.dpdk = Some(counters(self));
         }
     }
 }

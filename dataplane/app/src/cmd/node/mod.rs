@@ -11,7 +11,7 @@
 //! counts, which the initiator checks against its own and reports beside
 //! them.
 
-mod dpdk;
+pub(crate) mod dpdk;
 pub mod metrics;
 pub mod workload;
 
@@ -166,6 +166,12 @@ const FALCON_UNIT_US: f64 = 0.131_072;
 /// scheduler tick (1–4 ms): under the defaults every such stall is a
 /// spurious timeout that cuts the window to its floor.
 fn swift_for_the_host_stack(args: &NodeArgs) -> Result<RueMode> {
+    swift(args.target_delay_us, args.min_rto_us)
+}
+
+/// Swift with this base target delay and least RTO (µs; the flags
+/// `--target-delay-us`, `--min-rto-us`).
+pub(crate) fn swift(target_delay_us: f64, min_rto_us: f64) -> Result<RueMode> {
     let units = |us: f64, flag: &str| -> Result<u32> {
         let units = (us / FALCON_UNIT_US).round();
         if us.is_finite() && (1.0..=f64::from((1u32 << 24) - 1)).contains(&units) {
@@ -177,8 +183,8 @@ fn swift_for_the_host_stack(args: &NodeArgs) -> Result<RueMode> {
         }
     };
     let swift = SwiftConfig {
-        fabric_base_delay: units(args.target_delay_us, "target-delay-us")?,
-        min_retransmit_timeout: units(args.min_rto_us, "min-rto-us")?,
+        fabric_base_delay: units(target_delay_us, "target-delay-us")?,
+        min_retransmit_timeout: units(min_rto_us, "min-rto-us")?,
         ..SwiftConfig::default()
     };
     let profiles = Profiles::new(&[ProfileConfig::Swift(swift)])
@@ -856,7 +862,7 @@ fn base_report<P: NodePort, C: Clock>(
 }
 
 /// This process's involuntary context switches so far (Linux).
-fn preemptions() -> Option<u64> {
+pub(crate) fn preemptions() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()

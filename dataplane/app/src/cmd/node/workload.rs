@@ -25,10 +25,10 @@ pub const HEADER_LEN: usize = 8;
 /// Offsets into the pattern wrap at this.
 const SPAN: usize = 1 << 20;
 /// The header's "answer with a push of the same length" bit.
-const RESPOND: u32 = 1 << 31;
+pub(crate) const RESPOND: u32 = 1 << 31;
 
 /// Where the pattern slice of transaction `id` starts.
-fn offset_of(id: u32) -> usize {
+pub(crate) fn offset_of(id: u32) -> usize {
     (id & !RESPOND) as usize * 7919 % SPAN
 }
 
@@ -103,7 +103,7 @@ impl std::fmt::Debug for Pattern {
     }
 }
 
-fn header(id: u32, len: usize) -> UlpHeader {
+pub(crate) fn header(id: u32, len: usize) -> UlpHeader {
     let mut bytes = [0u8; HEADER_LEN];
     bytes[..4].copy_from_slice(&id.to_be_bytes());
     bytes[4..].copy_from_slice(&(len as u32).to_be_bytes());
@@ -112,7 +112,7 @@ fn header(id: u32, len: usize) -> UlpHeader {
 }
 
 /// (id with its flag, data length).
-fn parse_header(bytes: &[u8]) -> Option<(u32, usize)> {
+pub(crate) fn parse_header(bytes: &[u8]) -> Option<(u32, usize)> {
     let id = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
     let len = u32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?);
     Some((id, len as usize))
@@ -120,7 +120,7 @@ fn parse_header(bytes: &[u8]) -> Option<(u32, usize)> {
 
 /// Whether `payload` (header and data) is a well-formed slice of the
 /// pattern; its (id, length) if so.
-fn check(pattern: &Pattern, payload: &[u8]) -> Option<(u32, usize)> {
+pub(crate) fn check(pattern: &Pattern, payload: &[u8]) -> Option<(u32, usize)> {
     parse_header(payload).filter(|&(id, len)| {
         payload.len() == HEADER_LEN + len && pattern.matches(offset_of(id), &payload[HEADER_LEN..])
     })
@@ -134,7 +134,7 @@ pub struct Failures {
 }
 
 impl Failures {
-    fn add(&mut self, reason: impl FnOnce() -> String) {
+    pub(crate) fn add(&mut self, reason: impl FnOnce() -> String) {
         self.count += 1;
         if self.first.is_none() {
             self.first = Some(reason());
