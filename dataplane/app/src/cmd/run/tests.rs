@@ -49,8 +49,15 @@ datapath = [0, 0]
 [delivery]
 initial_rto_us = 10000
 
+# Nor like congestion: a frame waits in the loopback while the other
+# lcore is off its CPU, and the wait counts as fabric delay (OCP Falcon 0.9
+# §10.1 assumes no queueing between the wire and Falcon on receive). Two
+# lcores time-sliced on one CPU measure round trips of ~7 ms: under a
+# 200 µs target fcwnd falls to its floor (0.0098, packets paced 33.5 ms
+# apart) and the node does ~440 ops in 2 s. The target is a scheduler
+# slice's worth (10 ms).
 [rue.swift]
-fabric_base_delay = 1526
+fabric_base_delay = 76294
 min_retransmit_timeout = 76294
 
 [[connections]]
