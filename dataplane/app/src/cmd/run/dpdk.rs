@@ -306,11 +306,12 @@ fn run_on(
             .map_err(|e| AppError::Failed(format!("signal handler: {e}")))?;
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let control = Control {
-        stop: Arc::clone(&stop),
-        drain: Duration::from_secs_f64(args.drain),
-        interval: Duration::from_secs(1),
-    };
+    let control = Control::new(
+        Arc::clone(&stop),
+        Duration::from_secs_f64(args.drain),
+        Duration::from_secs(1),
+        usize::from(shards),
+    );
 
     // The RUE's lcore, then the datapath lcores (lcore 1 + shard).
     let rue_stop = Arc::new(AtomicBool::new(false));

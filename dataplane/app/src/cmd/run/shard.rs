@@ -7,7 +7,7 @@
 //! loopback.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -237,11 +237,32 @@ pub struct Control {
     pub stop: Arc<AtomicBool>,
     pub drain: Duration,
     pub interval: Duration,
+    /// Lcores of the node whose initiators still have transactions
+    /// outstanding after the stop. Each lcore turns until none has: its
+    /// target ends answer, acknowledge and retransmit for the initiators
+    /// on the other lcores. Against an lcore that no longer turns, those
+    /// transactions end kCmplLocalTO (OCP Falcon 0.9 §11 initiator table,
+    /// footnote 1: retransmit attempts exhausted, or a Pull Request
+    /// acknowledged whose Pull Data never comes).
+    draining: Arc<AtomicUsize>,
+}
+
+impl Control {
+    /// The control of a node's `lcores` datapath lcores.
+    pub fn new(stop: Arc<AtomicBool>, drain: Duration, interval: Duration, lcores: usize) -> Self {
+        Control {
+            stop,
+            drain,
+            interval,
+            draining: Arc::new(AtomicUsize::new(lcores)),
+        }
+    }
 }
 
 /// Turns `lcore` until `control.stop`, then stops the initiators and turns
-/// on until nothing is outstanding or `control.drain` has passed;
-/// `publish` gets a snapshot every `control.interval` and a last one.
+/// on until no lcore of the node has a transaction outstanding or
+/// `control.drain` has passed; `publish` gets a snapshot every
+/// `control.interval` and a last one.
 pub fn drive<P: RunPort, C: Clock>(
     shard: u16,
     lcore: &mut Lcore<P, C, Pattern>,
@@ -251,36 +272,104 @@ pub fn drive<P: RunPort, C: Clock>(
 ) where
     P::Buf: std::fmt::Debug,
 {
-    let interval = control.interval.as_nanos() as u64;
-    let mut next_report = lcore.clock.now().as_nanos() + interval;
-    let mut drain_until: Option<u64> = None;
-    let mut turns = 0u32;
-    loop {
+    let mut driver = Driver::new(shard, lcore, control);
+    while driver.turn(lcore, ulp, &mut publish) {}
+    driver.finish(lcore, ulp, publish);
+}
+
+/// [`drive`] a turn at a time (a test interleaves the lcores of a node on
+/// one virtual clock).
+#[derive(Debug)]
+pub struct Driver {
+    shard: u16,
+    control: Control,
+    /// ns.
+    interval: u64,
+    next_report: u64,
+    /// Stopped: the end of the drain (ns).
+    drain_until: Option<u64>,
+    /// This lcore's initiators have nothing outstanding (counted out of
+    /// `control.draining`).
+    drained: bool,
+    turns: u32,
+}
+
+impl Driver {
+    pub fn new<P: RunPort, C: Clock>(
+        shard: u16,
+        lcore: &mut Lcore<P, C, Pattern>,
+        control: &Control,
+    ) -> Self {
+        let interval = control.interval.as_nanos() as u64;
+        Driver {
+            shard,
+            control: control.clone(),
+            interval,
+            next_report: lcore.clock.now().as_nanos() + interval,
+            drain_until: None,
+            drained: false,
+            turns: 0,
+        }
+    }
+
+    /// One turn of the loop; false once the lcore is to stop (then
+    /// [`finish`](Self::finish)).
+    pub fn turn<P: RunPort, C: Clock>(
+        &mut self,
+        lcore: &mut Lcore<P, C, Pattern>,
+        ulp: &mut ShardUlp,
+        publish: &mut impl FnMut(LcoreSnapshot),
+    ) -> bool
+    where
+        P::Buf: std::fmt::Debug,
+    {
         lcore.turn(ulp);
-        turns = turns.wrapping_add(1);
-        // The clock and the flag every 64 turns: a turn is microseconds.
-        if turns % 64 != 0 {
-            continue;
+        self.turns = self.turns.wrapping_add(1);
+        // The clock and the flags every 64 turns: a turn is microseconds.
+        if self.turns % 64 != 0 {
+            return true;
         }
         let now = lcore.clock.now().as_nanos();
-        if now >= next_report {
-            next_report = now + interval;
-            publish(snapshot(shard, lcore, ulp, false));
+        if now >= self.next_report {
+            self.next_report = now + self.interval;
+            publish(snapshot(self.shard, lcore, ulp, false));
         }
-        match drain_until {
-            None if control.stop.load(Ordering::Relaxed) => {
-                ulp.stop();
-                drain_until = Some(now + control.drain.as_nanos() as u64);
+        let control = &self.control;
+        match self.drain_until {
+            None => {
+                if control.stop.load(Ordering::Relaxed) {
+                    ulp.stop();
+                    self.drain_until = Some(now + control.drain.as_nanos() as u64);
+                }
+                true
             }
-            Some(deadline) if ulp.outstanding() == 0 || now >= deadline => break,
-            _ => {}
+            Some(deadline) => {
+                // Stopped initiators submit nothing more: once drained, an
+                // lcore stays drained.
+                if !self.drained && ulp.outstanding() == 0 {
+                    self.drained = true;
+                    control.draining.fetch_sub(1, Ordering::AcqRel);
+                }
+                control.draining.load(Ordering::Acquire) > 0 && now < deadline
+            }
         }
     }
-    // A few more turns: the last ACKs out, the peer's last requests in.
-    for _ in 0..256 {
-        lcore.turn(ulp);
+
+    /// A few more turns (the last ACKs out, the peer's last requests in),
+    /// then the last snapshot.
+    pub fn finish<P: RunPort, C: Clock>(
+        self,
+        lcore: &mut Lcore<P, C, Pattern>,
+        ulp: &mut ShardUlp,
+        mut publish: impl FnMut(LcoreSnapshot),
+    ) where
+        P::Buf: std::fmt::Debug,
+    {
+        for _ in 0..256 {
+            lcore.turn(ulp);
+        }
+        publish(snapshot(self.shard, lcore, ulp, true));
     }
-    publish(snapshot(shard, lcore, ulp, true));
 }
 
 fn snapshot<P: RunPort, C: Clock>(
