@@ -52,6 +52,9 @@ cargo test --release -p falcon --features dpdk --test bench_pipeline -- --test-t
 # `falcon node` pairs as two processes over memif, and (as root) over
 # af_packet and af_xdp on veth pairs between network namespaces.
 cargo test --release -p falcon --features dpdk --test node_dpdk -- --test-threads=1
+# `falcon run`: the loopback node on two lcores (dispatch, stats lines,
+# metrics through promtool, SIGINT) and the initiator/target pair over memif.
+cargo test --release -p falcon --features dpdk --test run_dpdk -- --test-threads=1
 # `falcon pktgen`: a generator and a reflector as two processes over memif,
 # flat out, at a rate, and IMIX pushes and pulls; both sides' counts agree.
 cargo test --release -p falcon --features dpdk --test pktgen_dpdk -- --test-threads=1

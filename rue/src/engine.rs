@@ -191,6 +191,16 @@ pub struct RueChannel {
     results: rtrb::Consumer<CcResult>,
 }
 
+impl core::fmt::Debug for RueChannel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RueChannel")
+            .field("events", &self.event_occupancy())
+            .field("event_capacity", &self.event_capacity())
+            .field("results", &self.result_occupancy())
+            .finish()
+    }
+}
+
 impl RueChannel {
     /// Queues an event. A full queue hands the event back (lossless: nothing
     /// is overwritten; the admission policy should have said [`Verdict::Full`]).

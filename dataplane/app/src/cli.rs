@@ -50,6 +50,20 @@ pub enum Command {
     /// figures to Prometheus. Exits 1 if anything failed verification or
     /// the two sides' byte counts differ.
     Node(NodeArgs),
+    /// The appliance on DPDK ports: brings up the EAL, the port, one
+    /// engine per datapath lcore (each owning a shard of the connections by
+    /// connection id, frames steered to it in software where the device
+    /// cannot), the RUE inline or on its own lcore, and the connections and
+    /// ULP roles of the node configuration (`--config`, see
+    /// configs/run-*.toml); then runs until SIGINT or SIGTERM (or
+    /// `--duration`, or every initiator's work done), printing a stats line
+    /// a second as dpdk-testpmd does. On stop, outstanding transactions
+    /// drain (or are reported), and the final figures are printed
+    /// (`--json`: one object). Configuration errors name the file, line
+    /// and key, before DPDK starts (exit 2). Exits 1 if a byte failed
+    /// verification or a transaction was lost. Needs a falcon built with
+    /// `--features dpdk`.
+    Run(RunArgs),
     /// Falcon/PSP traffic generator and reflector on a DPDK port (memif,
     /// af_packet, af_xdp; a falcon built with `--features dpdk`), one
     /// process each side, their connections set up over a TCP control
@@ -222,6 +236,39 @@ impl PktgenPort {
             PktgenPort::AfXdp => PortKind::AfXdp,
         }
     }
+}
+
+/// `falcon run`: the appliance on a node configuration.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The node configuration (TOML; commented examples in configs/).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM or
+    /// until every initiator connection's work is done).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// How long stopping waits for outstanding transactions to complete
+    /// before reporting them as not drained.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    pub drain: f64,
+    /// Check the configuration, print the plan, and exit without starting
+    /// DPDK.
+    #[arg(long)]
+    pub check: bool,
+    /// Serve Prometheus metrics on this address (overrides
+    /// `[stats] metrics`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// A stats line per datapath lcore under the node's, each second.
+    #[arg(long)]
+    pub verbose: bool,
+    /// No stats lines.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print the final report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `falcon node --target-delay-us` by default.

@@ -67,6 +67,10 @@ pub struct Offer {
     pub sequence: Option<[u32; 6]>,
     /// What the sender's side will run (for the peer's report).
     pub workload: String,
+    /// `ordered` or `unordered` (OCP Falcon 0.9 §8.4.2); both sides must
+    /// offer the same. Absent: ordered.
+    #[serde(default)]
+    pub ordering: Option<String>,
 }
 
 /// The PSP half of an offer: the receive SA the sender allocated.
@@ -92,6 +96,7 @@ pub struct Local {
     pub function: DestinationFunction,
     pub version: Version,
     pub workload: String,
+    pub ordering: OrderingMode,
 }
 
 /// The initial sequence numbers an initiator offers: near the 2^32 wrap,
@@ -165,7 +170,23 @@ pub fn offer<B: PacketBuf, S: DataSource>(
         psp,
         sequence: sequence.map(sequence_to_wire),
         workload: local.workload.clone(),
+        ordering: Some(ordering_name(local.ordering).to_string()),
     })
+}
+
+fn ordering_name(ordering: OrderingMode) -> &'static str {
+    match ordering {
+        OrderingMode::Ordered => "ordered",
+        OrderingMode::Unordered => "unordered",
+    }
+}
+
+fn ordering_of(offer: &Offer) -> Result<OrderingMode, String> {
+    match offer.ordering.as_deref() {
+        None | Some("ordered") => Ok(OrderingMode::Ordered),
+        Some("unordered") => Ok(OrderingMode::Unordered),
+        Some(other) => Err(format!("connection manager: unknown ordering `{other}`")),
+    }
 }
 
 /// Adds the connection `ours` and `theirs` describe to `engine`. The
@@ -230,7 +251,15 @@ pub fn add_connection<B: PacketBuf, S: DataSource>(
         theirs.ip,
         EthernetAddress(theirs.mac),
     );
-    config.ordering = OrderingMode::Ordered;
+    let ordering = ordering_of(ours)?;
+    if ordering_of(theirs)? != ordering {
+        return Err(format!(
+            "connection manager: this end is {}, the peer's {}: both must be the same",
+            ordering_name(ordering),
+            ordering_name(ordering_of(theirs)?)
+        ));
+    }
+    config.ordering = ordering;
     config.sequence = sequence;
     config.local_function = DestinationFunction::truncating(ours.function);
     config.remote_function = DestinationFunction::truncating(theirs.function);
@@ -409,6 +438,7 @@ mod tests {
             function: DestinationFunction::truncating(u32::from(side)),
             version: Version::Aes128Gcm,
             workload: "verify".into(),
+            ordering: OrderingMode::Ordered,
         }
     }
 

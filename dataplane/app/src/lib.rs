@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
+pub mod runcfg;
 pub mod udp;
 
 use cli::{BenchCommand, Cli, Command, PcapCommand, PspCommand};
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> Result<()> {
             let report = cmd::node::run(&args)?;
             node_outcome(&report, args.json)
         }
+        Command::Run(args) => cmd::run::main(&args),
         Command::Pktgen(args) => {
             let report = cmd::pktgen::run(&args)?;
             cmd::pktgen::outcome(&report, args.json)

@@ -8,7 +8,10 @@
 //! the engine's events to the ULP; transmit in bounded bursts, the clock
 //! read again before each (a frame is stamped within one burst of its
 //! departure, see [`Engine::transmit_burst`]). The RUE runs inside the
-//! engine's calls (inline) or behind its queues (on its own core).
+//! engine's calls (inline) or behind its queues on its own core
+//! ([`Lcore::with_rue`]: each turn moves the events the engine admits into
+//! the lcore's event queue and applies the results waiting in its result
+//! queue, `rue::RueChannel`).
 //!
 //! The clock is the loop's: [`SystemClock`] here, the TSC through DPDK on
 //! an lcore (`falcon-dpdk`), virtual time in tests. The same loop drives
@@ -91,12 +94,14 @@ pub struct Turn {
     pub events: usize,
     /// Timers ran.
     pub timers: bool,
+    /// RUE events or results moved (a RUE on its own core).
+    pub rue: bool,
 }
 
 impl Turn {
     /// Nothing happened (an idle turn).
     pub fn is_idle(&self) -> bool {
-        self.received == 0 && self.sent == 0 && self.events == 0 && !self.timers
+        self.received == 0 && self.sent == 0 && self.events == 0 && !self.timers && !self.rue
     }
 }
 
@@ -118,6 +123,12 @@ pub struct Lcore<P: Port, C: Clock, S: DataSource = Vec<u8>> {
     pub turns: u64,
     /// Of them, turns that found nothing to do.
     pub idle_turns: u64,
+    /// The queue pair to a RUE on another core (`RueMode::External`).
+    rue: Option<rue::RueChannel>,
+    /// RUE events moved to the RUE's queue.
+    pub rue_events: u64,
+    /// RUE results applied from its queue.
+    pub rue_results: u64,
 }
 
 impl<P: Port, C: Clock, S: DataSource> Lcore<P, C, S> {
@@ -132,7 +143,45 @@ impl<P: Port, C: Clock, S: DataSource> Lcore<P, C, S> {
             last_turn: None,
             turns: 0,
             idle_turns: 0,
+            rue: None,
+            rue_events: 0,
+            rue_results: 0,
         }
+    }
+
+    /// The RUE runs on another core behind `channel` (the engine was built
+    /// with `RueMode::External`): each turn exchanges events and results
+    /// with it.
+    pub fn with_rue(mut self, channel: rue::RueChannel) -> Self {
+        self.rue = Some(channel);
+        self
+    }
+
+    /// Admitted events into the RUE's event queue, results out of its
+    /// result queue (OCP Falcon 0.9 §10.6.1: the admission predicates read
+    /// the queue's occupancy, so the event queue never overflows: this loop
+    /// is its only producer and polls only while there is room).
+    fn exchange_with_rue(&mut self, now: Timestamp) -> bool {
+        let Some(channel) = &mut self.rue else {
+            return false;
+        };
+        let mut moved = false;
+        while let Some(event) =
+            self.engine
+                .poll_rue_event(now, channel.event_occupancy(), channel.event_capacity())
+        {
+            // Invariant: admission saw room and nothing else pushes.
+            let pushed = channel.push(event);
+            debug_assert!(pushed.is_ok(), "the RUE event queue has room");
+            self.rue_events += 1;
+            moved = true;
+        }
+        while let Some(result) = channel.pop() {
+            self.engine.handle_rue_result(now, &result);
+            self.rue_results += 1;
+            moved = true;
+        }
+        moved
     }
 
     /// One turn of the loop (see the module doc).
@@ -182,6 +231,9 @@ impl<P: Port, C: Clock, S: DataSource> Lcore<P, C, S> {
         while let Some(event) = self.engine.poll_event() {
             turn.events += 1;
             ulp.on_event(now, &mut self.engine, event);
+        }
+        if self.exchange_with_rue(now) {
+            turn.rue = true;
         }
         let clock = &mut self.clock;
         let mut last = now;
@@ -417,5 +469,61 @@ mod tests {
         let expected: usize = (0..500).map(|i| 1 + i % 200).sum();
         assert_eq!(target.received_bytes, expected);
         assert!(la.turns > 0 && la.idle_turns < la.turns);
+    }
+
+    /// The RUE on its own thread behind one queue pair per lcore: both
+    /// lcores' events reach it and its results come back and apply.
+    #[test]
+    fn a_rue_on_another_thread_serves_both_lcores_through_their_queues() {
+        let mut clock = SystemClock::new();
+        let now = clock.now();
+        let config = |side: u8, id_base: u32| EngineConfig {
+            local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
+            local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
+            rue: RueMode::External { id_base },
+            max_connections: 16,
+            ..EngineConfig::default()
+        };
+        let mut a: Engine = Engine::new(config(1, 0), now).expect("config");
+        let mut b: Engine = Engine::new(config(2, 16), now).expect("config");
+        let (ca, _) = connect(now, &mut a, &mut b, &PairSpec::default()).expect("connect");
+        let mut rue = rue::Rue::new(
+            rue::RueConfig {
+                connections: 32,
+                ..rue::RueConfig::default()
+            },
+            rue::Profiles::swift_default(),
+        )
+        .expect("RUE");
+        let (qa, qb) = (rue.add_core(64), rue.add_core(64));
+        let thread = rue.spawn(rue::Idle::Yield).expect("RUE thread");
+        let (pa, pb): (LoopbackPort, LoopbackPort) = Loopback::pair(LoopbackConfig::default());
+        let mut la = Lcore::new(a, pa, clock).with_rue(qa);
+        let mut lb = Lcore::new(b, pb, clock).with_rue(qb);
+        let mut initiator = Pusher {
+            connection: Some(ca),
+            queue: (0..300)
+                .map(|i| Transaction::push(i as u64, vec![100; 100]))
+                .collect(),
+            completed: 0,
+            received_bytes: 0,
+        };
+        let mut target = Pusher {
+            connection: None,
+            queue: VecDeque::new(),
+            completed: 0,
+            received_bytes: 0,
+        };
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while initiator.completed < 300 || la.rue_results < la.rue_events {
+            assert!(Instant::now() < deadline, "{} of 300", initiator.completed);
+            la.turn(&mut initiator);
+            lb.turn(&mut target);
+        }
+        let rue = thread.stop().expect("the RUE thread ends");
+        assert_eq!(target.received_bytes, 300 * 100);
+        assert!(la.rue_events > 0, "the initiator's ACKs made events");
+        assert_eq!(la.rue_results, la.rue_events);
+        assert_eq!(rue.counters().events, la.rue_events + lb.rue_events);
     }
 }

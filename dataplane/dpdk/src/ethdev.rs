@@ -95,12 +95,30 @@ impl EthPort {
         name_b: &str,
         slots: u32,
     ) -> Result<(u16, u16), DpdkError> {
+        EthPort::ring_pair_with_queues(eal, name_a, name_b, slots, 1)
+    }
+
+    /// [`ring_pair`](Self::ring_pair) with `queues` queues each way: what
+    /// one port transmits on queue `i` the other receives on queue `i`
+    /// (a device that steers by queue, for several lcores a side).
+    ///
+    /// # Errors
+    ///
+    /// DPDK's (ring or port creation), by call.
+    pub fn ring_pair_with_queues(
+        eal: &Eal,
+        name_a: &str,
+        name_b: &str,
+        slots: u32,
+        queues: u16,
+    ) -> Result<(u16, u16), DpdkError> {
         let ring = |name: String| -> Result<*mut ffi::rte_ring, DpdkError> {
             let c_name = CString::new(name)
                 .map_err(|_| DpdkError::usage("rte_ring_create", "name holds a NUL byte"))?;
             // SAFETY: the EAL is up; the name is copied by DPDK; single
-            // producer and single consumer: each ring has one transmitting
-            // and one receiving port, each polled by one thread.
+            // producer and single consumer: each ring is one queue of one
+            // transmitting and one receiving port, each polled by one
+            // thread.
             let raw = unsafe {
                 ffi::rte_ring_create(
                     c_name.as_ptr(),
@@ -115,27 +133,39 @@ impl EthPort {
                 Ok(raw)
             }
         };
-        let a_to_b = ring(format!("{name_a}_to_{name_b}"))?;
-        let b_to_a = ring(format!("{name_b}_to_{name_a}"))?;
-        let port = |name: &str, rx: *mut ffi::rte_ring, tx: *mut ffi::rte_ring| {
+        let mut a_to_b = Vec::new();
+        let mut b_to_a = Vec::new();
+        for q in 0..queues {
+            let suffix = if queues == 1 {
+                String::new()
+            } else {
+                format!("_{q}")
+            };
+            a_to_b.push(ring(format!("{name_a}_to_{name_b}{suffix}"))?);
+            b_to_a.push(ring(format!("{name_b}_to_{name_a}{suffix}"))?);
+        }
+        let port = |name: &str, rx: &[*mut ffi::rte_ring], tx: &[*mut ffi::rte_ring]| {
             let c_name = CString::new(name)
                 .map_err(|_| DpdkError::usage("rte_eth_from_rings", "name holds a NUL byte"))?;
             // SAFETY: the rings were created above and live for the process
-            // (never freed); the arrays hold one ring each; the PMD copies
-            // the pointers.
+            // (never freed); the arrays hold `queues` rings each; the PMD
+            // copies the pointers.
             let id = unsafe {
                 ffi::rte_eth_from_rings(
                     c_name.as_ptr(),
-                    &rx,
-                    1,
-                    &tx,
-                    1,
+                    rx.as_ptr(),
+                    u32::from(queues),
+                    tx.as_ptr(),
+                    u32::from(queues),
                     u32::try_from(eal.socket_id()).unwrap_or(u32::MAX),
                 )
             };
             u16::try_from(id).map_err(|_| DpdkError::last("rte_eth_from_rings"))
         };
-        Ok((port(name_a, b_to_a, a_to_b)?, port(name_b, a_to_b, b_to_a)?))
+        Ok((
+            port(name_a, &b_to_a, &a_to_b)?,
+            port(name_b, &a_to_b, &b_to_a)?,
+        ))
     }
 
     /// Configures port `id` with `config`, its receive queues filled from
@@ -254,6 +284,26 @@ impl EthPort {
     /// Returns how many came.
     #[inline]
     pub fn rx_burst(&mut self, queue: u16, into: &mut Vec<Mbuf>, max: usize) -> usize {
+        // SAFETY: `&mut self` makes this the port's only poller.
+        unsafe { self.rx_burst_shared(queue, into, max) }
+    }
+
+    /// [`rx_burst`](Self::rx_burst) through a shared port.
+    ///
+    /// # Safety
+    ///
+    /// No other thread polls receive queue `queue` at the same time (a
+    /// PMD's queue is single-threaded; [`DpdkPort::on_queues`] hands each
+    /// queue to one port).
+    ///
+    /// [`DpdkPort::on_queues`]: crate::port::DpdkPort::on_queues
+    #[inline]
+    pub(crate) unsafe fn rx_burst_shared(
+        &self,
+        queue: u16,
+        into: &mut Vec<Mbuf>,
+        max: usize,
+    ) -> usize {
         if queue >= self.config.rx_queues {
             return 0;
         }
@@ -263,9 +313,9 @@ impl EthPort {
         // SAFETY: `Mbuf` is a transparent non-null mbuf pointer, so the
         // vector's spare capacity (room for `want` more, reserved above) is
         // an array of `rte_mbuf` pointers the PMD may write. The port is
-        // started with this queue and `&mut self` keeps this its only
-        // poller. The PMD writes `got` ≤ `want` non-null pointers, each a
-        // reference it hands over: exactly what `set_len` then owns.
+        // started with this queue and the caller is its only poller. The
+        // PMD writes `got` ≤ `want` non-null pointers, each a reference it
+        // hands over: exactly what `set_len` then owns.
         unsafe {
             let at = into.as_mut_ptr().add(len).cast::<*mut ffi::rte_mbuf>();
             let got = usize::from(ffi::rte_eth_rx_burst(self.id, queue, at, want as u16));
@@ -279,6 +329,17 @@ impl EthPort {
     /// Returns how many it took.
     #[inline]
     pub fn tx_burst(&mut self, queue: u16, frames: &mut Vec<Mbuf>) -> usize {
+        // SAFETY: `&mut self` makes this the port's only sender.
+        unsafe { self.tx_burst_shared(queue, frames) }
+    }
+
+    /// [`tx_burst`](Self::tx_burst) through a shared port.
+    ///
+    /// # Safety
+    ///
+    /// No other thread sends on transmit queue `queue` at the same time.
+    #[inline]
+    pub(crate) unsafe fn tx_burst_shared(&self, queue: u16, frames: &mut Vec<Mbuf>) -> usize {
         if queue >= self.config.tx_queues || frames.is_empty() {
             return 0;
         }
@@ -289,7 +350,7 @@ impl EthPort {
         // write the array. Those `sent` handles are then forgotten (their
         // references are the device's) by moving the rest to the front with
         // a bitwise copy and shortening the vector: no handle is dropped or
-        // duplicated.
+        // duplicated. The caller is the queue's only sender.
         unsafe {
             let base = frames.as_mut_ptr();
             let sent = usize::from(ffi::rte_eth_tx_burst(

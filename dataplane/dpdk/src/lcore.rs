@@ -31,6 +31,15 @@ impl<T> Launched<T> {
         self.lcore
     }
 
+    /// The closure has returned (or panicked): [`wait`](Self::wait) will
+    /// not block.
+    pub fn is_finished(&self) -> bool {
+        self.outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
     /// Waits for the closure to return: its value, or the panic it raised.
     pub fn wait(self) -> std::thread::Result<T> {
         // SAFETY: the lcore is a worker the launch succeeded on; waiting

@@ -5,7 +5,8 @@
 //! see `build.rs`) and the safe wrappers the rest of the project uses: the
 //! EAL ([`eal`]), mempools and owning mbufs ([`mempool`], [`mbuf`]),
 //! ethdev ports ([`ethdev`]) with their offloads ([`offload`]) and
-//! extended counters, the engine's `Port` on them ([`port`]), the
+//! extended counters, the engine's `Port` on them ([`port`]), rings of
+//! mbufs between lcores ([`ring`]), the
 //! lcore loop's TSC clock ([`clock`]) and work launched on EAL lcores
 //! ([`lcore`]). Every `unsafe` block states the invariant it
 //! relies on.
@@ -38,6 +39,8 @@ pub mod mempool;
 pub mod offload;
 #[cfg(feature = "dpdk")]
 pub mod port;
+#[cfg(feature = "dpdk")]
+pub mod ring;
 #[cfg(feature = "dpdk")]
 mod xstats;
 

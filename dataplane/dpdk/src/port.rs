@@ -9,7 +9,19 @@
 //! [`Port::free_burst`]). Bursts ask the device only for what the caller's
 //! burst has room for, and the mbuf pointers go between the device and the
 //! caller's vector in place (`Mbuf` is a transparent pointer).
+//!
+//! A port with several lcores ([`DpdkPort::on_queues`]) gives each lcore
+//! its own transmit queue and, while the device has them, its own receive
+//! queue. Where the device cannot steer a connection's frames to the lcore
+//! that owns it (no RSS, or PLB moved the connection's UDP source port),
+//! the port dispatches in software ([`Dispatch`]): each frame received is
+//! steered by its SPI or CID ([`Steering`]), and a frame of another shard
+//! goes to that shard's lcore over an `rte_ring`, which its port reads
+//! before its device queue.
 
+use std::sync::Arc;
+
+use falcon_core::api::Steering;
 use falcon_core::port::{Port, PortCapabilities};
 use falcon_core::time::Timestamp;
 
@@ -19,6 +31,7 @@ use falcon_core::wire::{ChecksumChecks, FrameError, ParseError};
 use crate::ethdev::EthPort;
 use crate::mbuf::{Mbuf, RxChecksum};
 use crate::mempool::Mempool;
+use crate::ring::{RingReceiver, RingSender};
 
 /// What the port refused, dropped or could not do, counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -36,16 +49,53 @@ pub struct DpdkPortStats {
     /// Frames the device left unverified that this port checked in
     /// software (right or wrong).
     pub rx_checked_in_software: u64,
+    /// Frames received here that belong to another shard, handed to its
+    /// lcore (software dispatch).
+    pub dispatched: u64,
+    /// Frames another lcore handed to this one.
+    pub dispatch_received: u64,
+    /// Frames of another shard dropped because its ring was full.
+    pub dispatch_ring_full: u64,
 }
 
-/// One queue pair of an ethdev port, and the mempool its frames come from.
+/// The software dispatcher of one lcore's port (see the module doc).
+#[derive(Debug)]
+pub struct Dispatch {
+    /// This lcore's shard.
+    pub shard: u16,
+    /// How a frame's shard is told.
+    pub steering: Steering,
+    /// Frames other lcores received for this shard.
+    pub inbound: RingReceiver,
+    /// The rings of the other shards, by shard (`None` at `shard`).
+    pub outbound: Vec<Option<RingSender>>,
+}
+
+/// A dispatcher's state beside its rings.
+#[derive(Debug)]
+struct Dispatcher {
+    rings: Dispatch,
+    /// Frames waiting for each shard's ring within one receive burst.
+    pending: Vec<Vec<Mbuf>>,
+    /// The burst's frames while they are sorted.
+    scratch: Vec<Mbuf>,
+}
+
+/// A transmit queue of an ethdev port, with a receive queue of it or none
+/// (an lcore that only gets frames from a dispatcher), and the mempool its
+/// frames come from.
 #[derive(Debug)]
 pub struct DpdkPort {
-    port: EthPort,
-    queue: u16,
+    port: Arc<EthPort>,
+    /// Invariant: no other `DpdkPort` of this ethdev port has the same
+    /// receive queue or the same transmit queue (`new` owns the port,
+    /// `on_queues` hands out distinct queues).
+    rx_queue: Option<u16>,
+    tx_queue: u16,
     pool: &'static Mempool,
     /// Bytes a frame may have: the pool's data room past the headroom.
     max_frame_len: usize,
+    dispatcher: Option<Dispatcher>,
     stats: DpdkPortStats,
 }
 
@@ -55,12 +105,69 @@ impl DpdkPort {
     /// hold past their headroom).
     pub fn new(port: EthPort, queue: u16, pool: &'static Mempool, max_frame_len: usize) -> Self {
         DpdkPort {
-            port,
-            queue,
+            port: Arc::new(port),
+            rx_queue: Some(queue),
+            tx_queue: queue,
             pool,
             max_frame_len,
+            dispatcher: None,
             stats: DpdkPortStats::default(),
         }
+    }
+
+    /// One port per lcore on `port`, `lcores` of them: lcore `i` sends on
+    /// transmit queue `i` and receives on receive queue `i` while the port
+    /// was started with that many (lcores past them receive only what a
+    /// [`Dispatch`] hands them). Frames from `pool`, at most
+    /// `max_frame_len` bytes each.
+    ///
+    /// # Errors
+    ///
+    /// The port was started with fewer transmit queues than `lcores`.
+    pub fn on_queues(
+        port: EthPort,
+        lcores: u16,
+        pool: &'static Mempool,
+        max_frame_len: usize,
+    ) -> Result<Vec<DpdkPort>, crate::DpdkError> {
+        let config = *port.config();
+        if lcores == 0 || config.tx_queues < lcores {
+            return Err(crate::DpdkError::usage(
+                "DpdkPort::on_queues",
+                format!(
+                    "{lcores} lcores need as many transmit queues; the port has {}",
+                    config.tx_queues
+                ),
+            ));
+        }
+        let port = Arc::new(port);
+        Ok((0..lcores)
+            .map(|i| DpdkPort {
+                port: Arc::clone(&port),
+                rx_queue: (i < config.rx_queues).then_some(i),
+                tx_queue: i,
+                pool,
+                max_frame_len,
+                dispatcher: None,
+                stats: DpdkPortStats::default(),
+            })
+            .collect())
+    }
+
+    /// Dispatches frames in software from now on (see the module doc).
+    pub fn set_dispatch(&mut self, dispatch: Dispatch) {
+        let shards = dispatch.outbound.len();
+        self.dispatcher = Some(Dispatcher {
+            rings: dispatch,
+            pending: (0..shards).map(|_| Vec::with_capacity(32)).collect(),
+            scratch: Vec::with_capacity(32),
+        });
+    }
+
+    /// The receive queue this port polls (none: it only gets dispatched
+    /// frames) and its transmit queue.
+    pub fn queues(&self) -> (Option<u16>, u16) {
+        (self.rx_queue, self.tx_queue)
     }
 
     /// The ethdev port (device counters, MAC).
@@ -68,10 +175,17 @@ impl DpdkPort {
         &self.port
     }
 
+    /// A handle on the ethdev port that outlives this queue's port: for a
+    /// reporter on another thread to read the device's counters.
+    pub fn eth_shared(&self) -> Arc<EthPort> {
+        Arc::clone(&self.port)
+    }
+
     /// The ethdev port, for calls on the device itself (the forwarding
-    /// baseline of `falcon bench pipeline`).
-    pub fn eth_mut(&mut self) -> &mut EthPort {
-        &mut self.port
+    /// baseline of `falcon bench pipeline`); `None` while other lcores'
+    /// ports share it.
+    pub fn eth_mut(&mut self) -> Option<&mut EthPort> {
+        Arc::get_mut(&mut self.port)
     }
 
     /// What the port refused or could not do.
@@ -128,6 +242,38 @@ impl DpdkPort {
     }
 }
 
+impl DpdkPort {
+    /// Hands the frames of `out[start..]` that belong to another shard to
+    /// its ring, keeping this shard's (and those no shard claims: the
+    /// engine drops them by name) in order.
+    fn dispatch(&mut self, out: &mut Vec<Mbuf>, start: usize) {
+        let Some(d) = &mut self.dispatcher else {
+            return;
+        };
+        let me = d.rings.shard;
+        d.scratch.extend(out.drain(start..));
+        for m in d.scratch.drain(..) {
+            match d.rings.steering.shard_of(m.data()) {
+                Some(shard) if shard != me && usize::from(shard) < d.pending.len() => {
+                    d.pending[usize::from(shard)].push(m);
+                }
+                _ => out.push(m),
+            }
+        }
+        for (shard, frames) in d.pending.iter_mut().enumerate() {
+            if frames.is_empty() {
+                continue;
+            }
+            if let Some(ring) = &d.rings.outbound[shard] {
+                self.stats.dispatched += ring.enqueue_burst(frames) as u64;
+            }
+            // What the ring had no room for is dropped here, by name.
+            self.stats.dispatch_ring_full += frames.len() as u64;
+            frames.clear();
+        }
+    }
+}
+
 impl Port for DpdkPort {
     type Buf = Mbuf;
 
@@ -164,9 +310,25 @@ impl Port for DpdkPort {
     #[inline]
     fn rx_burst(&mut self, _now: Timestamp, out: &mut Vec<Mbuf>, max: usize) -> usize {
         let start = out.len();
-        let n = self.port.rx_burst(self.queue, out, max);
+        if let Some(d) = &mut self.dispatcher {
+            self.stats.dispatch_received += d.rings.inbound.dequeue_burst(out, max) as u64;
+        }
+        let room = max - (out.len() - start);
+        let Some(queue) = self.rx_queue else {
+            return out.len() - start;
+        };
+        if room == 0 {
+            return out.len() - start;
+        }
+        let device = out.len();
+        // SAFETY: this port is the only poller of `queue` (the field's
+        // invariant).
+        let n = unsafe { self.port.rx_burst_shared(queue, out, room) };
         if n > 0 && self.port.offloads().rx_checksums {
-            self.drop_bad_checksums(out, start);
+            self.drop_bad_checksums(out, device);
+        }
+        if n > 0 && self.dispatcher.is_some() {
+            self.dispatch(out, device);
         }
         out.len() - start
     }
@@ -187,6 +349,8 @@ impl Port for DpdkPort {
 
     #[inline]
     fn tx_burst(&mut self, _now: Timestamp, frames: &mut Vec<Mbuf>) -> usize {
-        self.port.tx_burst(self.queue, frames)
+        // SAFETY: this port is the only sender on its transmit queue (the
+        // `rx_queue` field's invariant).
+        unsafe { self.port.tx_burst_shared(self.tx_queue, frames) }
     }
 }

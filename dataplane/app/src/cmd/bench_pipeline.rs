@@ -188,9 +188,13 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
         Ok(DpdkPort::new(port, 0, pool, usize::from(data_room) - 128))
     };
     let (mut a, mut b) = (start("net_null0")?, start("net_null1")?);
+    // Each port was started for one `DpdkPort`, so the device is its alone.
+    fn sole(port: &mut DpdkPort) -> &mut EthPort {
+        port.eth_mut().expect("one DpdkPort on the device")
+    }
     let slice = args.seconds / ROUNDS as f64;
     // Warm-up: the pool's caches, the branch predictors.
-    let _ = forward_raw(eal, a.eth_mut(), b.eth_mut(), slice / 2.0);
+    let _ = forward_raw(eal, sole(&mut a), sole(&mut b), slice / 2.0);
     let _ = forward_port(eal, &mut a, &mut b, slice / 2.0);
     let (mut raw, mut port) = (Rates::default(), Rates::default());
     let mut dropped = 0;
@@ -200,11 +204,17 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
     };
     for round in 0..ROUNDS {
         if round % 2 == 0 {
-            dropped += record(&mut raw, forward_raw(eal, a.eth_mut(), b.eth_mut(), slice));
+            dropped += record(
+                &mut raw,
+                forward_raw(eal, sole(&mut a), sole(&mut b), slice),
+            );
             dropped += record(&mut port, forward_port(eal, &mut a, &mut b, slice));
         } else {
             dropped += record(&mut port, forward_port(eal, &mut a, &mut b, slice));
-            dropped += record(&mut raw, forward_raw(eal, a.eth_mut(), b.eth_mut(), slice));
+            dropped += record(
+                &mut raw,
+                forward_raw(eal, sole(&mut a), sole(&mut b), slice),
+            );
         }
     }
     let per_slice = ratios(&port, &raw);

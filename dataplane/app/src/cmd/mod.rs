@@ -14,4 +14,5 @@ pub mod pcap_sample;
 pub mod pipeline_falcon;
 pub mod pktgen;
 pub mod psp_tool;
+pub mod run;
 mod slices;

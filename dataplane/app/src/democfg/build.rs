@@ -24,7 +24,7 @@ use psp::{MasterKey, MasterKeys, SecurityGlobals};
 use rue::{BypassConfig, DcqcnConfig, PlbConfig, ProfileConfig, Profiles, SwiftConfig};
 
 use super::schema::{
-    DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, RuePlacement, SwiftSection,
+    DeliverySection, DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, RuePlacement, SwiftSection,
 };
 use super::Origin;
 use crate::error::Result;
@@ -81,9 +81,9 @@ pub const MIN_SIZE: usize = 8;
 /// [`AppError`](crate::error::AppError) (exit 2) naming the first bad value by flag or by key.
 pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
     let faults = faults(config, origin)?;
-    let delivery = delivery(config, origin)?;
+    let delivery = delivery(&config.delivery, origin)?;
     let resources = resources(&config.resources, origin)?;
-    let inline = rue(config, origin)?;
+    let inline = rue(config.rue.algorithm, &config.rue.swift, origin)?;
     // On a thread, one RUE core holds both engines' connections: the
     // initiator's slots first, then the target's.
     let (rue_core, external) = match (config.rue.placement, &inline) {
@@ -325,8 +325,8 @@ fn workload(config: &DemoConfig, max_payload: usize, origin: &Origin) -> Result<
     })
 }
 
-fn delivery(config: &DemoConfig, origin: &Origin) -> Result<DeliveryConfig> {
-    let d = &config.delivery;
+/// The delivery configuration of `[delivery]` (also `falcon run`'s).
+pub(crate) fn delivery(d: &DeliverySection, origin: &Origin) -> Result<DeliveryConfig> {
     let delivery = DeliveryConfig {
         tx_window: d.tx_window,
         submit_queue: d.submit_queue,
@@ -353,7 +353,8 @@ fn delivery(config: &DemoConfig, origin: &Origin) -> Result<DeliveryConfig> {
     Ok(delivery)
 }
 
-fn resources(r: &ResourcesSection, origin: &Origin) -> Result<ResourceConfig> {
+/// The resources of `[resources]` (also `falcon run`'s).
+pub(crate) fn resources(r: &ResourcesSection, origin: &Origin) -> Result<ResourceConfig> {
     // `ResourceConfig::validate` names only `resources` for an empty
     // region: check each key first.
     for (key, value) in [
@@ -414,10 +415,15 @@ fn resources(r: &ResourcesSection, origin: &Origin) -> Result<ResourceConfig> {
     Ok(resources)
 }
 
-fn rue(config: &DemoConfig, origin: &Origin) -> Result<RueMode> {
-    let profile = match config.rue.algorithm {
+/// The inline RUE of `[rue]` (also `falcon run`'s).
+pub(crate) fn rue(
+    algorithm: RueAlgorithm,
+    swift_section: &SwiftSection,
+    origin: &Origin,
+) -> Result<RueMode> {
+    let profile = match algorithm {
         RueAlgorithm::Off => return Ok(RueMode::Off),
-        RueAlgorithm::Swift => ProfileConfig::Swift(swift(&config.rue.swift)),
+        RueAlgorithm::Swift => ProfileConfig::Swift(swift(swift_section)),
         RueAlgorithm::Dcqcn => ProfileConfig::Dcqcn(DcqcnConfig::default()),
         RueAlgorithm::Bypass => ProfileConfig::Bypass(BypassConfig::default()),
     };

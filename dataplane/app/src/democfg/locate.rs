@@ -3,9 +3,10 @@
 //! Layer: application configuration, text only. `toml` reports a byte span
 //! but not the dotted key; the engine reports a key but not the line. Both
 //! are recovered here from the text with a line-oriented reading that
-//! knows table headers (`[a.b]`) and `key = value` lines, which is all the
-//! demo's files use. Never fails: an unknown position yields no line, or
-//! the nearest key above it.
+//! knows table headers (`[a.b]`, and `[[a]]` whose entries are named
+//! `a[0]`, `a[1]`, ... in file order) and `key = value` lines, which is
+//! all the project's config files use. Never fails: an unknown position
+//! yields no line, or the nearest key above it.
 
 /// The 1-based line holding byte `offset` of `text`.
 pub fn line_at(text: &str, offset: usize) -> usize {
@@ -58,11 +59,26 @@ enum Kind {
 
 fn entries(text: &str) -> impl Iterator<Item = Entry> + '_ {
     let mut table = String::new();
+    // How many entries each `[[array]]` has had so far.
+    let mut arrays: Vec<(String, usize)> = Vec::new();
     text.lines().enumerate().map(move |(n, raw)| {
         let line = raw.trim();
-        let kind = if let Some(rest) = line.strip_prefix('[') {
-            // `[[array]]` tables: the same name without the brackets.
-            let rest = rest.trim_start_matches('[');
+        let kind = if let Some(rest) = line.strip_prefix("[[") {
+            // `[[array]]`: its next entry, `array[i]`.
+            let name = normalize(rest.split(']').next().unwrap_or(""));
+            let index = match arrays.iter_mut().find(|(a, _)| *a == name) {
+                Some((_, count)) => {
+                    *count += 1;
+                    *count - 1
+                }
+                None => {
+                    arrays.push((name.clone(), 1));
+                    0
+                }
+            };
+            table = format!("{name}[{index}]");
+            Kind::Header(table.clone())
+        } else if let Some(rest) = line.strip_prefix('[') {
             let name = rest.split(']').next().unwrap_or("");
             table = normalize(name);
             Kind::Header(table.clone())
@@ -113,6 +129,17 @@ mod tests {
         assert_eq!(line_of(TEXT, "rue.swift"), Some(7));
         assert_eq!(line_of(TEXT, "delivery.initial_fcwnd"), None);
         assert_eq!(line_at(TEXT, usize::MAX), TEXT.lines().count() + 1);
+    }
+
+    #[test]
+    fn array_table_entries_are_numbered_in_file_order() {
+        let text = "[[peers]]\nname = \"a\"\n\n[[connections]]\npeer = \"a\"\n[[peers]]\nname = \"b\"\n[[connections]]\npeer = \"b\"\ncount = 2\n";
+        assert_eq!(key_at(text, 2), "peers[0].name");
+        assert_eq!(key_at(text, 5), "connections[0].peer");
+        assert_eq!(key_at(text, 7), "peers[1].name");
+        assert_eq!(line_of(text, "connections[1].count"), Some(10));
+        assert_eq!(line_of(text, "connections[1]"), Some(8));
+        assert_eq!(line_of(text, "connections[2]"), None);
     }
 
     #[test]

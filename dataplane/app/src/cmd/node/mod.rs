@@ -313,6 +313,7 @@ fn set_up_connection<B: PacketBuf, C: Clock>(
         function: DestinationFunction::truncating(cid),
         version: Version::Aes128Gcm,
         workload: args.workload.name().to_string(),
+        ordering: falcon_core::api::OrderingMode::Ordered,
     };
     let failed = |e: String| failed(args, e);
     let (mut channel, ours, theirs) = match args.role {

@@ -200,6 +200,7 @@ fn local(role: PktgenRole, index: u32, mac: EthernetAddress) -> Local {
         function: DestinationFunction::truncating(cid),
         version: Version::Aes128Gcm,
         workload: "pktgen".into(),
+        ordering: falcon_core::api::OrderingMode::Ordered,
     }
 }
 
