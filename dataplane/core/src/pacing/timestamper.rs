@@ -158,7 +158,8 @@ impl Timestamper {
         });
     }
 
-    /// The rate cap, bit/s.
+    /// The rate cap, bit/s (tests read it back).
+    #[cfg(any(test, feature = "testing"))]
     pub fn rate_cap(&self) -> Option<u64> {
         self.cap.as_ref().map(|cap| cap.rate)
     }
