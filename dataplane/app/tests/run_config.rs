@@ -80,7 +80,10 @@ fn the_good_configuration_and_every_example_in_configs_check() {
             "{name}: {plan}"
         );
     }
-    assert!(examples >= 3, "the loopback and the pair: {examples}");
+    assert!(
+        examples >= 4,
+        "the loopback, the pair and the pktgen node: {examples}"
+    );
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! - the same node stopped by SIGINT: it drains and reports, exit 0;
 //! - the initiator/target pair of configs/run-{initiator,target}.toml, two
 //!   processes over net_memif, connections set up over the control
-//!   channel, the run ending when the initiator is done.
+//!   channel, the run ending when the initiator is done;
+//! - configs/run-pktgen.toml as the reflector of a `falcon pktgen`
+//!   generator: the generator checks the node's counts against its own.
 //!
 //! `scripts/test.sh` runs this file with `--features dpdk`, one test at a
 //! time (each run polls both CPUs).
@@ -290,4 +292,56 @@ fn an_initiator_and_a_target_over_memif_set_up_verify_and_end_together() {
     assert_eq!(t["served_push_bytes"], i["push_bytes"], "{i:#}\n{t:#}");
     assert_eq!(i["pull_bytes"], t["served_pull_bytes"]);
     assert!(i["pull_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_pktgen_generator_drives_the_node_as_its_reflector() {
+    let node = start(&["--config", &config("run-pktgen.toml"), "--quiet", "--json"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let generator = Command::new(BIN)
+        .args([
+            "pktgen",
+            "--role",
+            "generator",
+            "--port",
+            "memif",
+            "--socket",
+            "/tmp/falcon-run-pktgen.sock",
+            "--control",
+            "127.0.0.1:47230",
+            "--core",
+            "0",
+            "--connections",
+            "4",
+            "--size",
+            "64,512,4096",
+            "--seconds",
+            "3",
+            "--quiet",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("falcon pktgen starts");
+    let (go, g) = finish(generator, Duration::from_secs(60));
+    let (no, n) = finish(node, Duration::from_secs(60));
+    assert!(
+        go.status.success(),
+        "{}\n{g:#}",
+        String::from_utf8_lossy(&go.stderr)
+    );
+    assert!(
+        no.status.success(),
+        "{}\n{n:#}",
+        String::from_utf8_lossy(&no.stderr)
+    );
+    // The generator compared the node's pushes and bytes with its own.
+    assert_eq!(g["ok"], true, "{g:#}");
+    assert_eq!(n["stopped_by"], "peers", "{n:#}");
+    assert!(n["pushes_served"].as_u64().unwrap() > 0);
+    assert_eq!(n["pushes_served"], g["pushes"], "{g:#}\n{n:#}");
+    assert_eq!(n["failures"], 0);
+    // Every pushed byte checked at the node (the workload's header aside).
+    assert_eq!(n["verified_bytes"], n["served_push_bytes"]);
 }

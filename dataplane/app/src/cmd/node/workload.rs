@@ -461,6 +461,9 @@ pub struct Target {
     /// Response bytes (rr) served.
     pub response_bytes: u64,
     pub requests: u64,
+    /// Of them, pushes received and pulls served.
+    pub pushes: u64,
+    pub pulls: u64,
     pub failures: Failures,
 }
 
@@ -474,6 +477,8 @@ impl Target {
             pull_bytes: 0,
             response_bytes: 0,
             requests: 0,
+            pushes: 0,
+            pulls: 0,
             failures: Failures::default(),
         }
     }
@@ -517,6 +522,7 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Target {
         self.requests += 1;
         match r.kind {
             TransactionKind::Push => {
+                self.pushes += 1;
                 match check(&self.pattern, &r.payload) {
                     Some((id, len)) => {
                         self.push_bytes += len as u64;
@@ -555,7 +561,10 @@ impl<B: PacketBuf + std::fmt::Debug> Ulp<B, Pattern> for Target {
                 };
                 let data = self.pattern.slice(offset_of(id), len);
                 match engine.submit_pull_data(now, r.connection, r.rsn, r.header, data) {
-                    Ok(()) => self.pull_bytes += len as u64,
+                    Ok(()) => {
+                        self.pulls += 1;
+                        self.pull_bytes += len as u64;
+                    }
                     Err(e) => self.failures.add(|| format!("submit_pull_data: {e:?}")),
                 }
             }

@@ -486,10 +486,20 @@ fn run_on(
 /// The end of the run with each peer: an initiating node says it is done
 /// and waits for the peer's answer; a serving node answers.
 fn finish_with_peers(channels: &mut [PeerChannel], report: &RunReport) -> bool {
+    // What a peer compares with its own counts: this node's totals, and
+    // its target ends' pushes and pulls in the terms of `falcon pktgen`
+    // (whole payloads, the workload's 8-byte header included), so that a
+    // pktgen generator can use this node as its reflector.
+    let header = crate::cmd::node::workload::HEADER_LEN as u64;
     let summary = serde_json::json!({
         "transactions": report.transactions,
         "verified_bytes": report.verified_bytes,
         "failures": report.failures,
+        "first_failure": report.first_failure,
+        "pushes": report.pushes_served,
+        "pulls": report.pulls_served,
+        "push_bytes": report.served_push_bytes + header * report.pushes_served,
+        "pull_bytes": report.served_pull_bytes + header * report.pulls_served,
     });
     let mut ok = true;
     for ch in channels.iter_mut() {

@@ -68,6 +68,8 @@ fn totals<'a>(snapshots: impl Iterator<Item = &'a LcoreSnapshot>) -> Totals {
         w.pull_bytes += x.pull_bytes;
         w.response_bytes += x.response_bytes;
         w.requests += x.requests;
+        w.pushes_served += x.pushes_served;
+        w.pulls_served += x.pulls_served;
         w.served_push_bytes += x.served_push_bytes;
         w.served_pull_bytes += x.served_pull_bytes;
         w.verified_bytes += x.verified_bytes;
@@ -271,6 +273,8 @@ impl Reporter {
             response_bytes: w.response_bytes,
             served_push_bytes: w.served_push_bytes,
             served_pull_bytes: w.served_pull_bytes,
+            pushes_served: w.pushes_served,
+            pulls_served: w.pulls_served,
             verified_bytes: w.verified_bytes,
             goodput_gbps: goodput_bytes(w) as f64 * 8.0 / seconds / 1e9,
             rx_frames: t.engine.rx_frames,
@@ -411,6 +415,9 @@ pub struct RunReport {
     pub response_bytes: u64,
     pub served_push_bytes: u64,
     pub served_pull_bytes: u64,
+    /// Pushes received and pulls answered by this node's target ends.
+    pub pushes_served: u64,
+    pub pulls_served: u64,
     pub verified_bytes: u64,
     pub goodput_gbps: f64,
     pub rx_frames: u64,

@@ -102,6 +102,8 @@ impl ShardUlp {
                 End::Target(t) => {
                     c.targets += 1;
                     c.requests += t.requests;
+                    c.pushes_served += t.pushes;
+                    c.pulls_served += t.pulls;
                     c.served_push_bytes += t.push_bytes;
                     c.served_pull_bytes += t.pull_bytes;
                     c.verified_bytes += t.push_bytes;
@@ -180,8 +182,12 @@ pub struct WorkloadCounts {
     pub push_bytes: u64,
     pub pull_bytes: u64,
     pub response_bytes: u64,
-    /// Targets: requests served, push bytes verified, pull bytes served.
+    /// Targets: requests served (pushes received, pulls answered), push
+    /// bytes verified, pull bytes served (data, without the workload's
+    /// header).
     pub requests: u64,
+    pub pushes_served: u64,
+    pub pulls_served: u64,
     pub served_push_bytes: u64,
     pub served_pull_bytes: u64,
     /// Bytes checked against the pattern on this shard (both roles).
