@@ -79,7 +79,7 @@ pub struct PspPlan {
 pub struct PlannedPeer {
     pub name: String,
     pub ip: IpAddr,
-    pub mac: EthernetAddress,
+    pub mac: Option<EthernetAddress>,
     pub control: Option<SocketAddr>,
 }
 
@@ -326,7 +326,7 @@ fn peers(config: &RunConfig, origin: &Origin) -> Result<Vec<PlannedPeer>> {
         peers.push(PlannedPeer {
             name: p.name.clone(),
             ip: p.ip,
-            mac: p.mac.0,
+            mac: p.mac.map(|m| m.0),
             control: p.control,
         });
     }

@@ -189,9 +189,13 @@ pub struct StatsSection {
 pub struct PeerSection {
     /// How connections name it.
     pub name: String,
-    /// Its Falcon address and MAC.
+    /// Its Falcon address (it tells a peer's offers apart on the control
+    /// channel).
     pub ip: IpAddr,
-    pub mac: Mac,
+    /// Its MAC. The connection manager's offers carry each side's own, so
+    /// this is informational and may be left out.
+    #[serde(default)]
+    pub mac: Option<Mac>,
     /// Its connection manager, for connections this node initiates.
     #[serde(default)]
     pub control: Option<SocketAddr>,
