@@ -4,12 +4,12 @@
 //! `prometheus`, installed by `scripts/setup.sh`) finds no error and no
 //! lint warning in it.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, UdpSocket};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
+use common::metrics::{promtool, scrape};
 use common::BIN;
 
 fn free_udp() -> String {
@@ -20,24 +20,6 @@ fn free_udp() -> String {
 fn free_tcp() -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().to_string()
-}
-
-/// The body of `GET /metrics`, once the endpoint answers 200.
-fn scrape(addr: &str, limit: Duration) -> String {
-    let end = Instant::now() + limit;
-    loop {
-        if let Ok(mut s) = TcpStream::connect(addr) {
-            write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-            let mut r = String::new();
-            let _ = s.read_to_string(&mut r);
-            if r.starts_with("HTTP/1.1 200") {
-                let body = r.split_once("\r\n\r\n").expect("a head and a body").1;
-                return body.to_string();
-            }
-        }
-        assert!(Instant::now() < end, "no metrics from {addr}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn value(text: &str, sample: &str) -> u64 {
@@ -83,10 +65,10 @@ fn the_metrics_endpoint_grows_and_passes_promtool() {
     let target = node("target", &a, &b, "1", &metrics_t);
     std::thread::sleep(Duration::from_millis(300));
     let initiator = node("initiator", &b, &a, "0", &metrics_i);
-    let first = scrape(&metrics_i, Duration::from_secs(10));
+    let first = scrape(&metrics_i, Duration::from_secs(10), "");
     std::thread::sleep(Duration::from_millis(1500));
-    let later = scrape(&metrics_i, Duration::from_secs(5));
-    let target_text = scrape(&metrics_t, Duration::from_secs(5));
+    let later = scrape(&metrics_i, Duration::from_secs(5), "");
+    let target_text = scrape(&metrics_t, Duration::from_secs(5), "");
     let (i, t) = (
         initiator.wait_with_output().unwrap(),
         target.wait_with_output().unwrap(),
@@ -105,25 +87,6 @@ fn the_metrics_endpoint_grows_and_passes_promtool() {
     assert!(target_text.contains("falcon_drops_total{reason=\"not_udp\"} 0"));
 
     for text in [&later, &target_text] {
-        let mut check = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool (Debian's prometheus; scripts/setup.sh installs it)");
-        check
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = check.wait_with_output().unwrap();
-        assert!(
-            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-            "promtool: {}{}\n{text}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        promtool(text);
     }
 }

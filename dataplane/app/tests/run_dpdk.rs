@@ -16,14 +16,14 @@
 //! time (each run polls both CPUs).
 #![cfg(feature = "dpdk")]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
+use common::metrics::{promtool, scrape};
 use common::{repo_root, BIN};
 
 fn config(name: &str) -> String {
@@ -70,27 +70,6 @@ fn finish(child: Child, limit: Duration) -> (Output, Value) {
     (out, report)
 }
 
-/// The body of `GET /metrics`, once the endpoint answers 200.
-fn scrape(addr: &str, limit: Duration) -> String {
-    let end = Instant::now() + limit;
-    loop {
-        if let Ok(mut s) = TcpStream::connect(addr) {
-            write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-            let mut r = String::new();
-            let _ = s.read_to_string(&mut r);
-            if r.starts_with("HTTP/1.1 200") {
-                let body = r.split_once("\r\n\r\n").expect("a head and a body").1;
-                // The endpoint has a snapshot once the first second passed.
-                if body.contains("falcon_tx_frames_total") {
-                    return body.to_string();
-                }
-            }
-        }
-        assert!(Instant::now() < end, "no metrics from {addr}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The sum of every sample of `family` (over its labels).
 fn total(text: &str, family: &str) -> u64 {
     text.lines()
@@ -98,29 +77,6 @@ fn total(text: &str, family: &str) -> u64 {
         .filter(|l| l[family.len()..].starts_with(['{', ' ']))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
-}
-
-fn promtool(text: &str) {
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian's prometheus; scripts/setup.sh installs it)");
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool: {}{}\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn stats_lines(out: &Output) -> usize {
@@ -143,9 +99,10 @@ fn the_loopback_node_verifies_reports_each_second_and_serves_metrics() {
         "--verbose",
         "--json",
     ]);
-    let first = scrape(&metrics, Duration::from_secs(20));
+    // The endpoint has a snapshot once the first second passed.
+    let first = scrape(&metrics, Duration::from_secs(20), "falcon_tx_frames_total");
     std::thread::sleep(Duration::from_millis(1500));
-    let later = scrape(&metrics, Duration::from_secs(5));
+    let later = scrape(&metrics, Duration::from_secs(5), "falcon_tx_frames_total");
     let (out, r) = finish(child, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}\n{r:#}");

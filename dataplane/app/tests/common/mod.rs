@@ -4,6 +4,8 @@
 // Each test crate uses its own subset.
 #![allow(dead_code)]
 
+pub mod metrics;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
