@@ -30,7 +30,9 @@ impl RunPort for LoopbackPort {
     }
 }
 
-const CONFIG: &str = r#"
+/// The node both tests run: two shards on one port (the port is not
+/// started; the shards run over the in-process loopback).
+const NODE: &str = r#"
 [eal]
 args = ["--vdev=net_ring0"]
 
@@ -43,7 +45,10 @@ device = "net_ring0"
 [lcores]
 main = 0
 datapath = [0, 0]
+"#;
 
+/// The rest of the first test's configuration.
+const CONFIG: &str = r#"
 # Shared cores: a thread preempted for a scheduler slice must not look
 # like loss (as configs/run-loopback.toml).
 [delivery]
@@ -82,8 +87,9 @@ ordering = "ordered"
 #[test]
 fn a_two_shard_node_serves_its_own_connections_and_drains_on_stop() {
     let path = Path::new("node.toml");
-    let config = runcfg::parse(path, CONFIG).expect("parses");
-    let plan = runcfg::check::plan(&config, &Origin::file(path, CONFIG)).expect("checks");
+    let text = format!("{NODE}{CONFIG}");
+    let config = runcfg::parse(path, &text).expect("parses");
+    let plan = runcfg::check::plan(&config, &Origin::file(path, &text)).expect("checks");
     assert_eq!(plan.connections.len(), 5);
     let node = Node::new(NodeConfig {
         shards: 2,
@@ -199,19 +205,6 @@ fn a_two_shard_node_serves_its_own_connections_and_drains_on_stop() {
 /// One rr-pull connection: its initiator end on shard 0, its target end
 /// on shard 1 (which has no initiator of its own).
 const RR_PULL: &str = r#"
-[eal]
-args = ["--vdev=net_ring0"]
-
-[node]
-ip = "10.0.0.1"
-
-[port]
-device = "net_ring0"
-
-[lcores]
-main = 0
-datapath = [0, 0]
-
 [delivery]
 initial_rto_us = 10000
 
@@ -243,8 +236,9 @@ impl Clock for VirtualClock {
 #[test]
 fn every_lcore_serves_its_targets_until_the_whole_node_has_drained() {
     let path = Path::new("node.toml");
-    let config = runcfg::parse(path, RR_PULL).expect("parses");
-    let plan = runcfg::check::plan(&config, &Origin::file(path, RR_PULL)).expect("checks");
+    let text = format!("{NODE}{RR_PULL}");
+    let config = runcfg::parse(path, &text).expect("parses");
+    let plan = runcfg::check::plan(&config, &Origin::file(path, &text)).expect("checks");
     let node = Node::new(NodeConfig {
         shards: 2,
         ..NodeConfig::default()
