@@ -1,4 +1,13 @@
-//! NVMe over Falcon (OCP NVMe over Falcon 0.9): NVMe commands mapped onto
-//! Falcon push and pull transactions, with target backends. Not yet built:
-//! placeholder crate until the NVMe issue.
+//! NVMe over Falcon (OCP NVMe over Falcon 0.9): NVMe Read and Write
+//! commands mapped onto Falcon push and pull transactions, an initiator
+//! and a target, and the target's namespace backends.
+//!
+//! Layer: upper-layer protocol over `falcon-core`'s public ULP API. Owns
+//! the NVMe packet formats, command splitting and reassembly, and block
+//! storage behind the target. Never touches a port, a clock or a
+//! connection's sequence numbers: Falcon delivers, this crate interprets.
 #![forbid(unsafe_code)]
+
+pub mod status;
+
+pub use status::{Status, StatusCodeType};
