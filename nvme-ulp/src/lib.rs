@@ -9,5 +9,6 @@
 #![forbid(unsafe_code)]
 
 pub mod status;
+pub mod wire;
 
 pub use status::{Status, StatusCodeType};
