@@ -8,6 +8,7 @@
 //! connection's sequence numbers: Falcon delivers, this crate interprets.
 #![forbid(unsafe_code)]
 
+pub mod layout;
 pub mod status;
 pub mod wire;
 
