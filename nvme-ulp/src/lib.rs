@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod layout;
+pub mod lba;
 pub mod status;
 pub mod wire;
 
