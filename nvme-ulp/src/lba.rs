@@ -25,6 +25,9 @@
 //!
 //! `chunk_num` counts groups of 2^N chunks, each taking 2^N consecutive
 //! rows: stripe k of a group goes to row k mod 2^N (the RAID-0 of §6.6.1).
+//! §6.6.1 allows any stripe size in 256 KiB units and any chunk size in
+//! 1 GB units; the NSID table of §6.6.2 encodes both as powers of two and
+//! the shifts above need them, so sizes here are 2^S × 256 KiB and 2^C GiB.
 //!
 //! Two additions to the spec's tables, both checked when a namespace is
 //! configured: a namespace has a row count (§6.6.2 only says "a set of
