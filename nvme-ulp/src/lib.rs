@@ -8,6 +8,10 @@
 //! connection's sequence numbers: Falcon delivers, this crate interprets.
 #![forbid(unsafe_code)]
 
+pub mod layout;
+pub mod lba;
+pub mod split;
 pub mod status;
+pub mod wire;
 
 pub use status::{Status, StatusCodeType};
