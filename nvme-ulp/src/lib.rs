@@ -8,6 +8,7 @@
 //! connection's sequence numbers: Falcon delivers, this crate interprets.
 #![forbid(unsafe_code)]
 
+pub mod namespace;
 pub mod status;
 
 pub use status::{Status, StatusCodeType};
