@@ -24,7 +24,8 @@
 //!   never waits on the datapath.
 //!
 //! Dropping [`Workers`] closes the queues, lets each worker finish what it
-//! was given and joins every thread.
+//! was given (completions no longer polled are dropped) and joins every
+//! thread.
 
 use core::fmt;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -199,7 +200,8 @@ pub struct Workers<S: BlockStore + 'static = Storage> {
     /// Target SQID → index in `workers`.
     route: [Option<u16>; 256],
     workers: Vec<Worker<S>>,
-    completions: Receiver<Completion>,
+    /// `None` once shutting down, so no worker can wait on a full queue.
+    completions: Option<Receiver<Completion>>,
     queue_depth: usize,
 }
 
@@ -269,7 +271,7 @@ impl<S: BlockStore + 'static> Workers<S> {
         let mut workers = Workers {
             route,
             workers: Vec::with_capacity(specs.len()),
-            completions,
+            completions: Some(completions),
             queue_depth,
         };
         for spec in specs {
@@ -327,7 +329,7 @@ impl<S: BlockStore + 'static> Workers<S> {
 
     /// A finished request, if one is ready; never blocks.
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        let completion = self.completions.try_recv().ok()?;
+        let completion = self.completions.as_ref()?.try_recv().ok()?;
         if let Some(index) = self.route[usize::from(completion.sqid)] {
             if let Some(worker) = self.workers.get_mut(usize::from(index)) {
                 worker.in_flight = worker.in_flight.saturating_sub(1);
@@ -359,6 +361,7 @@ impl<S: BlockStore + 'static> Workers<S> {
     }
 
     fn join(&mut self) -> Vec<Namespace<S>> {
+        self.completions = None;
         for worker in &mut self.workers {
             worker.requests = None;
         }
@@ -407,11 +410,10 @@ fn serve<S: BlockStore>(
             data: request.data,
             metadata: request.metadata,
         };
-        // The queue has room for every outstanding request; it is only
-        // gone when `Workers` is being dropped.
-        if completions.send(completion).is_err() {
-            break;
-        }
+        // The queue has room for every outstanding request, so this does
+        // not wait. It fails only while `Workers` shuts down; the rest of
+        // the queue still runs.
+        let _ = completions.send(completion);
     }
     namespaces
 }
@@ -510,6 +512,17 @@ mod tests {
                 );
                 std::thread::sleep(Duration::from_millis(1));
             }
+        }
+    }
+
+    /// Opens the gate when dropped: declared after the [`Workers`], it lets
+    /// a failing test unwind (dropping the workers joins the gated thread)
+    /// instead of hanging.
+    struct OpenOnDrop(Arc<Gate>);
+
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            self.0.open();
         }
     }
 
@@ -612,6 +625,7 @@ mod tests {
             WorkerSpec::new(vec![2], vec![fast]),
         ];
         let mut workers = Workers::spawn(specs, 4).unwrap();
+        let _release = OpenOnDrop(slow_probe.gate.clone());
 
         workers.submit(1, write(100, 0)).unwrap();
         slow_probe.gate.wait_arrived(1);
@@ -702,6 +716,7 @@ mod tests {
             WorkerSpec::new(vec![2], vec![other]),
         ];
         let mut workers = Workers::spawn(specs, 8).unwrap();
+        let _release = OpenOnDrop(probe.gate.clone());
         for tag in 0..3 {
             workers.submit(tag as u8, write(tag, tag)).unwrap();
         }
