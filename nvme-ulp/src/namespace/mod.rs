@@ -29,6 +29,8 @@ pub mod store;
 pub mod workers;
 
 #[cfg(test)]
+mod figures;
+#[cfg(test)]
 mod testing;
 #[cfg(test)]
 mod tests;

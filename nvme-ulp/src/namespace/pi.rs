@@ -30,16 +30,38 @@ pub fn crc16_t10dif(data: &[u8]) -> u16 {
 }
 
 /// Continues a CRC-16/T10-DIF over `data` from `crc`.
+///
+/// Slicing-by-8: eight bytes per step through eight tables (4 KiB of
+/// them), several times the byte-at-a-time speed (see `figures.rs`).
 pub fn crc16_t10dif_update(crc: u16, data: &[u8]) -> u16 {
-    data.iter().fold(crc, |crc, &byte| {
-        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
+    let mut words = data.chunks_exact(8);
+    let mut crc = crc;
+    for word in &mut words {
+        // The 16-bit register folds into the first two bytes; each byte's
+        // contribution is its table value shifted through the zero bytes
+        // that follow it in the word.
+        let high = usize::from((crc >> 8) as u8 ^ word[0]);
+        let low = usize::from(crc as u8 ^ word[1]);
+        crc = CRC16_TABLES[7][high]
+            ^ CRC16_TABLES[6][low]
+            ^ CRC16_TABLES[5][usize::from(word[2])]
+            ^ CRC16_TABLES[4][usize::from(word[3])]
+            ^ CRC16_TABLES[3][usize::from(word[4])]
+            ^ CRC16_TABLES[2][usize::from(word[5])]
+            ^ CRC16_TABLES[1][usize::from(word[6])]
+            ^ CRC16_TABLES[0][usize::from(word[7])];
+    }
+    words.remainder().iter().fold(crc, |crc, &byte| {
+        (crc << 8) ^ CRC16_TABLES[0][usize::from((crc >> 8) as u8 ^ byte)]
     })
 }
 
 const CRC16_POLY: u16 = 0x8BB7;
 
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
+/// `CRC16_TABLES[k][v]`: the register after byte `v` then `k` zero bytes,
+/// from a zero register.
+const CRC16_TABLES: [[u16; 256]; 8] = {
+    let mut tables = [[0u16; 256]; 8];
     let mut index = 0;
     while index < 256 {
         let mut crc = (index as u16) << 8;
@@ -52,10 +74,20 @@ const CRC16_TABLE: [u16; 256] = {
             };
             bit += 1;
         }
-        table[index] = crc;
+        tables[0][index] = crc;
         index += 1;
     }
-    table
+    let mut k = 1;
+    while k < 8 {
+        let mut index = 0;
+        while index < 256 {
+            let previous = tables[k - 1][index];
+            tables[k][index] = (previous << 8) ^ tables[0][(previous >> 8) as usize];
+            index += 1;
+        }
+        k += 1;
+    }
+    tables
 };
 
 /// The PRINFO field of a Read or Write command (NVMe CDW12 bits 29:26,
@@ -305,8 +337,15 @@ mod tests {
 
     proptest! {
         #[test]
-        fn crc16_table_matches_bitwise(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        fn crc16_tables_match_bitwise(
+            data in proptest::collection::vec(any::<u8>(), 0..600),
+            split in 0usize..600,
+        ) {
             prop_assert_eq!(crc16_t10dif(&data), crc16_bitwise(&data));
+            // Any split, aligned to the 8-byte steps or not.
+            let split = split.min(data.len());
+            let (head, tail) = data.split_at(split);
+            prop_assert_eq!(crc16_t10dif_update(crc16_t10dif(head), tail), crc16_bitwise(&data));
         }
     }
 
