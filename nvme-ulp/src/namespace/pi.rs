@@ -32,7 +32,8 @@ pub fn crc16_t10dif(data: &[u8]) -> u16 {
 /// Continues a CRC-16/T10-DIF over `data` from `crc`.
 ///
 /// Slicing-by-8: eight bytes per step through eight tables (4 KiB of
-/// them), several times the byte-at-a-time speed (see `figures.rs`).
+/// them): 0.84-0.96 GB/s on 4 KiB blocks here, where one table gives
+/// 0.31 GB/s (`figures.rs`).
 pub fn crc16_t10dif_update(crc: u16, data: &[u8]) -> u16 {
     let mut words = data.chunks_exact(8);
     let mut crc = crc;

@@ -39,6 +39,9 @@ use super::pi::CommandPi;
 use super::store::{BlockStore, Storage};
 use super::Namespace;
 
+/// The deepest request queue a worker may have (NVMe's largest I/O queue).
+pub const MAX_QUEUE_DEPTH: usize = 65536;
+
 /// The command a [`Request`] carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Opcode {
@@ -223,8 +226,13 @@ impl<S: BlockStore + 'static> Workers<S> {
     /// [`ConfigError::Io`] when a thread cannot start (those already
     /// started are joined).
     pub fn spawn(specs: Vec<WorkerSpec<S>>, queue_depth: usize) -> Result<Workers<S>, ConfigError> {
-        if queue_depth == 0 {
-            return Err(ConfigError::invalid("queue_depth", 0, "must be > 0"));
+        // Each queue's slots are allocated up front.
+        if queue_depth == 0 || queue_depth > MAX_QUEUE_DEPTH {
+            return Err(ConfigError::invalid(
+                "queue_depth",
+                queue_depth,
+                "must be 1 to 65536",
+            ));
         }
         if specs.is_empty() || specs.len() > 256 {
             return Err(ConfigError::invalid(
