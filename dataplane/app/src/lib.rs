@@ -13,6 +13,7 @@ pub mod democfg;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod nbd;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
