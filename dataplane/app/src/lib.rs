@@ -63,6 +63,7 @@ pub fn run(cli: Cli) -> Result<()> {
             node_outcome(&report, args.json)
         }
         Command::Run(args) => cmd::run::main(&args),
+        Command::NbdGateway(args) => cmd::nbd_gateway::main(&args),
         Command::Pktgen(args) => {
             let report = cmd::pktgen::run(&args)?;
             cmd::pktgen::outcome(&report, args.json)

@@ -272,7 +272,7 @@ impl Server {
 
     /// Stops accepting, lets every connection finish the requests it has
     /// read (at most `drain`), then closes them all.
-    pub fn stop(self, drain: Duration) -> Stopped {
+    pub fn stop(&mut self, drain: Duration) -> Stopped {
         {
             // Under the lock: a connection accepted from now on sees the
             // flag before it registers, one registered earlier is shut here.
@@ -282,7 +282,7 @@ impl Server {
                 stream.shutdown(Shutdown::Read);
             }
         }
-        for t in self.acceptors {
+        for t in std::mem::take(&mut self.acceptors) {
             let _ = t.join();
         }
         for path in &self.sockets {
