@@ -65,8 +65,10 @@ fn run(program: &str, args: &[&str]) -> Output {
 /// A running `falcon nbd-gateway`.
 struct Gateway {
     child: Option<Child>,
-    /// What it has printed on stderr so far.
+    /// What it has printed on stderr so far, and the thread collecting it
+    /// (it ends with the pipe).
     stderr: Arc<Mutex<String>>,
+    collector: Option<thread::JoinHandle<()>>,
     /// The address it listens on (`unix:PATH`, `tcp:IP:PORT`).
     address: String,
 }
@@ -94,7 +96,7 @@ impl Gateway {
         let (tx, rx) = mpsc::channel();
         let pipe = child.stderr.take().unwrap();
         let log = Arc::clone(&stderr);
-        thread::spawn(move || {
+        let collector = thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
                 if let Some(rest) = line.strip_prefix("nbd-gateway: listening on ") {
                     let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
@@ -117,6 +119,7 @@ impl Gateway {
         Gateway {
             child: Some(child),
             stderr,
+            collector: Some(collector),
             address,
         }
     }
@@ -156,10 +159,11 @@ impl Gateway {
         self.finish(child)
     }
 
-    fn finish(&self, child: Child) -> (Value, String) {
+    fn finish(&mut self, child: Child) -> (Value, String) {
         let out = child.wait_with_output().unwrap();
-        // The stderr reader ends with the pipe.
-        thread::sleep(Duration::from_millis(50));
+        if let Some(collector) = self.collector.take() {
+            collector.join().unwrap();
+        }
         let stderr = self.stderr.lock().unwrap().clone();
         assert!(
             out.status.success(),
