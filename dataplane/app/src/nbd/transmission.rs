@@ -132,7 +132,7 @@ fn read_requests(
         }
         let verdict = check(&request, &geometry);
         let (kind, length) = match verdict {
-            Ok(c) => (c.kind, request.length),
+            Ok(c) => (c.kind(), request.length),
             // A refused write still brings its payload, read and dropped.
             Err(_) if request.kind == cmd::WRITE => (Kind::Refused, request.length),
             Err(_) => (Kind::Refused, 0),
@@ -166,48 +166,24 @@ fn read_requests(
         };
         // proto.md leaves zero-length requests to the server: answered
         // here, so no backend sees one.
-        if request.length == 0 && checked.kind != Kind::Flush {
+        if request.length == 0 && kind != Kind::Flush {
             let _ = queue.send(Reply {
                 cookie: request.cookie,
-                kind: checked.kind,
+                kind,
                 length: 0,
                 error: 0,
                 data: Vec::new(),
             });
             continue;
         }
-        let op = match checked.kind {
-            Kind::Read => Op::Read,
-            Kind::Write => Op::Write {
-                data: payload,
-                fua: checked.fua,
-            },
-            Kind::Flush => Op::Flush,
-            Kind::Trim => Op::Trim { fua: checked.fua },
-            // `check` returns no other kind; a write-zeroes it is.
-            Kind::WriteZeroes | Kind::Refused => Op::WriteZeroes {
-                fua: checked.fua,
-                no_hole: checked.no_hole,
-            },
+        // Flush: offset and length are reserved (proto.md NBD_CMD_FLUSH).
+        let (offset, length) = match checked {
+            Checked::Flush => (0, 0),
+            _ => (request.offset, request.length),
         };
-        let length = if checked.kind == Kind::Flush {
-            0
-        } else {
-            request.length
-        };
-        let completion = Completion::new(request.cookie, checked.kind, length, queue.clone());
-        backend.submit(
-            Request {
-                op,
-                offset: if checked.kind == Kind::Flush {
-                    0
-                } else {
-                    request.offset
-                },
-                length,
-            },
-            completion,
-        );
+        let completion = Completion::new(request.cookie, kind, length, queue.clone());
+        let op = checked.into_op(payload);
+        backend.submit(Request { op, offset, length }, completion);
     }
 }
 
@@ -222,12 +198,37 @@ fn truncated(e: io::Error, what: &str) -> End {
     }
 }
 
-/// A request that may go to the backend.
+/// A request that may go to the backend: [`Op`] before its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Checked {
-    pub kind: Kind,
-    pub fua: bool,
-    pub no_hole: bool,
+pub enum Checked {
+    Read,
+    Write { fua: bool },
+    Flush,
+    Trim { fua: bool },
+    WriteZeroes { fua: bool, no_hole: bool },
+}
+
+impl Checked {
+    pub fn kind(self) -> Kind {
+        match self {
+            Checked::Read => Kind::Read,
+            Checked::Write { .. } => Kind::Write,
+            Checked::Flush => Kind::Flush,
+            Checked::Trim { .. } => Kind::Trim,
+            Checked::WriteZeroes { .. } => Kind::WriteZeroes,
+        }
+    }
+
+    /// The operation, with a write's payload (ignored by the others).
+    fn into_op(self, payload: Vec<u8>) -> Op {
+        match self {
+            Checked::Read => Op::Read,
+            Checked::Write { fua } => Op::Write { data: payload, fua },
+            Checked::Flush => Op::Flush,
+            Checked::Trim { fua } => Op::Trim { fua },
+            Checked::WriteZeroes { fua, no_hole } => Op::WriteZeroes { fua, no_hole },
+        }
+    }
 }
 
 /// Checks a request against the export: type, flags, capabilities,
@@ -238,13 +239,15 @@ pub struct Checked {
 /// write to a read-only export).
 pub fn check(request: &RequestRepr, g: &Geometry) -> Result<Checked, u32> {
     let caps = g.caps;
-    let (kind, allowed, supported, writes) = match request.kind {
-        cmd::READ => (Kind::Read, cmd_flag::FUA, true, false),
-        cmd::WRITE => (Kind::Write, cmd_flag::FUA, true, true),
-        cmd::FLUSH => (Kind::Flush, cmd_flag::FUA, caps.flush, false),
-        cmd::TRIM => (Kind::Trim, cmd_flag::FUA, caps.trim, true),
+    let fua = request.flags & cmd_flag::FUA != 0;
+    let no_hole = request.flags & cmd_flag::NO_HOLE != 0;
+    let (checked, allowed, supported, writes) = match request.kind {
+        cmd::READ => (Checked::Read, cmd_flag::FUA, true, false),
+        cmd::WRITE => (Checked::Write { fua }, cmd_flag::FUA, true, true),
+        cmd::FLUSH => (Checked::Flush, cmd_flag::FUA, caps.flush, false),
+        cmd::TRIM => (Checked::Trim { fua }, cmd_flag::FUA, caps.trim, true),
         cmd::WRITE_ZEROES => (
-            Kind::WriteZeroes,
+            Checked::WriteZeroes { fua, no_hole },
             cmd_flag::FUA | cmd_flag::NO_HOLE,
             caps.write_zeroes,
             true,
@@ -258,28 +261,23 @@ pub fn check(request: &RequestRepr, g: &Geometry) -> Result<Checked, u32> {
     // proto.md "Command flags": with NBD_FLAG_SEND_FUA the server MUST
     // accept FUA on every command; any flag not valid for the command (DF
     // without structured replies, FAST_ZERO not advertised) is EINVAL.
-    let fua = request.flags & cmd_flag::FUA != 0;
     if request.flags & !allowed != 0 || (fua && !caps.fua) {
         return Err(errno::EINVAL);
     }
     if writes && caps.read_only {
         return Err(errno::EPERM);
     }
-    let checked = Checked {
-        kind,
-        fua,
-        no_hole: request.flags & cmd_flag::NO_HOLE != 0,
-    };
     // Flush: offset and length are reserved (proto.md NBD_CMD_FLUSH) and
     // not looked at.
-    if kind == Kind::Flush {
+    if checked == Checked::Flush {
         return Ok(checked);
     }
     let minimum = u64::from(g.block.minimum);
     if request.offset % minimum != 0 || u64::from(request.length) % minimum != 0 {
         return Err(errno::EINVAL);
     }
-    if matches!(kind, Kind::Read | Kind::Write) && request.length > g.block.maximum {
+    let payload = matches!(checked, Checked::Read | Checked::Write { .. });
+    if payload && request.length > g.block.maximum {
         return Err(errno::EINVAL);
     }
     let inside = request
@@ -287,8 +285,8 @@ pub fn check(request: &RequestRepr, g: &Geometry) -> Result<Checked, u32> {
         .checked_add(u64::from(request.length))
         .is_some_and(|end| end <= g.size);
     if !inside {
-        return Err(match kind {
-            Kind::Write | Kind::WriteZeroes => errno::ENOSPC,
+        return Err(match checked {
+            Checked::Write { .. } | Checked::WriteZeroes { .. } => errno::ENOSPC,
             _ => errno::EINVAL,
         });
     }

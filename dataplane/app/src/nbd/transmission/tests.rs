@@ -49,7 +49,7 @@ fn req(kind: u16, flags: u16, offset: u64, length: u32) -> RequestRepr {
 #[test]
 fn check_answers_as_proto_md_says() {
     let g = geometry(512);
-    let ok = |r: RequestRepr| check(&r, &g).map(|c| c.kind);
+    let ok = |r: RequestRepr| check(&r, &g).map(|c| c.kind());
     assert_eq!(ok(req(cmd::READ, 0, 0, 4096)), Ok(Kind::Read));
     assert_eq!(ok(req(cmd::READ, cmd_flag::FUA, 0, 4096)), Ok(Kind::Read));
     assert_eq!(ok(req(cmd::READ, 0, SIZE - 512, 1024)), Err(errno::EINVAL));
@@ -108,8 +108,7 @@ fn check_answers_as_proto_md_says() {
     );
     assert_eq!(
         nz,
-        Ok(Checked {
-            kind: Kind::WriteZeroes,
+        Ok(Checked::WriteZeroes {
             fua: true,
             no_hole: true
         })
@@ -117,7 +116,7 @@ fn check_answers_as_proto_md_says() {
 
     let mut bare = g;
     bare.caps = Capabilities::default();
-    let ok = |r: RequestRepr| check(&r, &bare).map(|c| c.kind);
+    let ok = |r: RequestRepr| check(&r, &bare).map(|c| c.kind());
     assert_eq!(ok(req(cmd::FLUSH, 0, 0, 0)), Err(errno::EINVAL));
     assert_eq!(ok(req(cmd::TRIM, 0, 0, 512)), Err(errno::EINVAL));
     assert_eq!(ok(req(cmd::WRITE_ZEROES, 0, 0, 512)), Err(errno::EINVAL));
@@ -126,7 +125,7 @@ fn check_answers_as_proto_md_says() {
         Err(errno::EINVAL)
     );
     bare.caps.read_only = true;
-    let ok = |r: RequestRepr| check(&r, &bare).map(|c| c.kind);
+    let ok = |r: RequestRepr| check(&r, &bare).map(|c| c.kind());
     assert_eq!(ok(req(cmd::WRITE, 0, 0, 512)), Err(errno::EPERM));
     assert_eq!(ok(req(cmd::READ, 0, 0, 512)), Ok(Kind::Read));
 }
