@@ -344,3 +344,75 @@ fn window_blocks_past_its_limit_and_reopens() {
     window.close();
     assert!(!window.acquire((1, 1)));
 }
+
+/// Fails every request with an I/O error, and keeps what it was handed.
+struct Failing {
+    seen: Mutex<Vec<(String, u64, u32)>>,
+}
+
+impl Backend for Failing {
+    fn geometry(&self) -> Geometry {
+        geometry(1)
+    }
+
+    fn submit(&self, request: Request, completion: Completion) {
+        let op = match request.op {
+            Op::Read => "read".to_string(),
+            Op::Write { data, fua } => format!("write {} fua={fua}", data.len()),
+            Op::Flush => "flush".to_string(),
+            Op::Trim { fua } => format!("trim fua={fua}"),
+            Op::WriteZeroes { fua, no_hole } => format!("zeroes fua={fua} no_hole={no_hole}"),
+        };
+        self.seen
+            .lock()
+            .unwrap()
+            .push((op, request.offset, request.length));
+        completion.complete(Err(crate::nbd::backend::BackendError::Io));
+    }
+}
+
+#[test]
+fn backend_errors_reach_the_client_as_eio_with_the_flags_passed_on() {
+    let failing = Arc::new(Failing {
+        seen: Mutex::new(Vec::new()),
+    });
+    let backend: Arc<dyn Backend> = failing.clone();
+    let (mut c, server, stats) = start(backend);
+    send(&mut c, cmd::WRITE, cmd_flag::FUA, 1, 512, 3, b"xyz");
+    send(&mut c, cmd::READ, 0, 2, 0, 16, &[]);
+    send(
+        &mut c,
+        cmd::WRITE_ZEROES,
+        cmd_flag::NO_HOLE,
+        3,
+        4096,
+        8192,
+        &[],
+    );
+    send(&mut c, cmd::TRIM, cmd_flag::FUA, 4, 0, 4096, &[]);
+    send(&mut c, cmd::FLUSH, 0, 5, 123, 456, &[]);
+    for cookie in 1..=5 {
+        let r = reply(&mut c);
+        assert_eq!(
+            (r.cookie, r.error),
+            (cookie, errno::EIO),
+            "no data after an error"
+        );
+    }
+    send(&mut c, cmd::DISC, 0, 0, 0, 0, &[]);
+    assert_eq!(server.join().unwrap(), End::Disconnect);
+    let seen = failing.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            ("write 3 fua=true".to_string(), 512, 3),
+            ("read".to_string(), 0, 16),
+            ("zeroes fua=false no_hole=true".to_string(), 4096, 8192),
+            ("trim fua=true".to_string(), 0, 4096),
+            ("flush".to_string(), 0, 0),
+        ]
+    );
+    let snap = stats.snapshot();
+    assert_eq!(snap.errors_by_code.get("EIO"), Some(&5));
+    assert_eq!((snap.read_bytes, snap.written_bytes), (0, 0));
+}
