@@ -14,9 +14,15 @@
 #                                    the net_tap offload test
 #   llvm-N                           llvm-profdata of rustc's own LLVM (N from
 #                                    `rustc -vV`), for scripts/build-pgo.sh
+#   fio, qemu-utils, libnbd-bin      the NBD clients `falcon nbd-gateway`'s tests
+#                                    drive (fio's nbd engine, qemu-img,
+#                                    nbdinfo and nbdcopy)
+#   nbdkit                           the reference NBD server scripts/bench-nbd.sh
+#                                    measures the gateway against
 set -euo pipefail
 
-packages=(pkg-config clang libclang-dev libdpdk-dev dpdk dpdk-dev libnuma-dev g++ valgrind iproute2 prometheus)
+packages=(pkg-config clang libclang-dev libdpdk-dev dpdk dpdk-dev libnuma-dev g++ valgrind iproute2 prometheus
+          fio qemu-utils libnbd-bin nbdkit)
 # The profile-guided build needs the llvm-profdata of the LLVM rustc is built
 # on: raw profiles change format between LLVM releases.
 llvm_major=$(rustc -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' || true)

@@ -77,6 +77,20 @@ pub enum Command {
     /// The generator checks the reflector's counts against its own and
     /// exits 1 if they differ or anything failed.
     Pktgen(PktgenArgs),
+    /// An NBD server for unmodified user-space clients (fio
+    /// `--ioengine=nbd`, qemu-img, nbdcopy, nbdinfo): the front of the
+    /// NVMe-over-Falcon gateway. Serves one export from `--backend` on
+    /// every `--listen` address (Unix socket or TCP), any number of clients
+    /// at once, each with many requests in flight and replies in
+    /// completion order. Fixed newstyle handshake (NBD_OPT_GO, INFO,
+    /// EXPORT_NAME, LIST, ABORT; structured replies refused), READ, WRITE
+    /// (FUA), FLUSH, TRIM, WRITE_ZEROES (NO_HOLE), DISC. A stats line a
+    /// second on stderr (requests/s by kind, MiB/s read and written,
+    /// errors); on SIGINT, SIGTERM or after `--duration` it stops
+    /// accepting, finishes the requests in flight and prints a summary
+    /// (`--json`: one object on stdout). Try it with
+    /// `nbdinfo 'nbd+unix:///?socket=PATH'`.
+    NbdGateway(NbdGatewayArgs),
 }
 
 /// `falcon pktgen`: one side of a generator/reflector pair.
@@ -891,6 +905,49 @@ pub enum BackendArg {
     Ring,
     /// RustCrypto `aes-gcm` (portable).
     Rustcrypto,
+}
+
+/// `falcon nbd-gateway`: an NBD server in front of a storage backend.
+#[derive(Debug, Clone, Args)]
+pub struct NbdGatewayArgs {
+    /// Where clients connect: `unix:PATH` (a Unix socket; a stale socket
+    /// file is replaced) or `tcp:HOST:PORT` (port 0: any free port, named
+    /// on stderr). Repeat to listen on several.
+    #[arg(long, value_name = "unix:PATH|tcp:HOST:PORT", required = true)]
+    pub listen: Vec<crate::nbd::server::Listen>,
+    /// The storage behind the export.
+    #[arg(long, value_enum, default_value_t = NbdBackendKind::Ram)]
+    pub backend: NbdBackendKind,
+    /// Export size: bytes, or with a binary suffix K, M, G, T (`64M` is
+    /// 64 MiB).
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = crate::cmd::nbd_gateway::parse_size)]
+    pub size: u64,
+    /// The export's name; clients asking for the empty (default) name get
+    /// it too.
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub export: String,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// How long stopping waits for requests in flight before closing the
+    /// connections anyway.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    pub drain: f64,
+    /// No stats lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// The summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The storage behind `falcon nbd-gateway`'s export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NbdBackendKind {
+    /// Memory in this process, sparse (taken 1 MiB at a time where
+    /// written), completed inline; lost at exit. Measures the gateway's
+    /// own ceiling.
+    Ram,
 }
 
 #[cfg(test)]

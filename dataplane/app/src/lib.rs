@@ -13,6 +13,7 @@ pub mod democfg;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod nbd;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
@@ -62,6 +63,7 @@ pub fn run(cli: Cli) -> Result<()> {
             node_outcome(&report, args.json)
         }
         Command::Run(args) => cmd::run::main(&args),
+        Command::NbdGateway(args) => cmd::nbd_gateway::main(&args),
         Command::Pktgen(args) => {
             let report = cmd::pktgen::run(&args)?;
             cmd::pktgen::outcome(&report, args.json)

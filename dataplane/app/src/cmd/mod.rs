@@ -8,6 +8,7 @@ pub mod bench_rue;
 pub mod bench_scale;
 pub mod bench_udp;
 pub mod demo;
+pub mod nbd_gateway;
 pub mod node;
 pub mod pcap_decode;
 pub mod pcap_sample;
