@@ -756,6 +756,17 @@ pub struct BenchPipelineArgs {
     /// loops.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+    /// Datapath lcores of the scaling measurement: Falcon targets on one
+    /// lcore and on N, each an engine owning a shard of one node, frames
+    /// reaching their shard by receive queue and by software dispatch
+    /// (per-lcore and total Mpps, scaling efficiency). Each lcore needs a
+    /// CPU of its own; 1 skips the N-lcore runs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub lcores: u16,
+    /// Rounds of the scaling measurement (each records fresh frames, then
+    /// runs 1 lcore, N by queue and N dispatched in rotating order).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub scaling_rounds: u32,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -14,6 +14,12 @@
 //! lcore 0 fed real Push Data over a `net_ring` pair by a generator on
 //! lcore 1) over `engine_mpps` (the same target fed the same frames from
 //! memory): see [`super::pipeline_falcon`] (goal ≥ 0.8, DESIGN §8).
+//!
+//! The third part, `scaling`, runs Falcon targets on one datapath lcore and
+//! on `--lcores` N, each owning a shard of one node, frames reaching their
+//! shard by receive queue and by software dispatch: per-lcore and total
+//! Mpps and the scaling efficiency from 1 to N (see
+//! [`super::pipeline_lcores`]; issue #26).
 
 use serde::Serialize;
 
@@ -71,12 +77,52 @@ pub struct Report {
     pub falcon_drops: u64,
     pub falcon_drop_reasons: std::collections::BTreeMap<&'static str, u64>,
     /// Frames per receive burst of the DPDK-fed target over the bursts
-    /// that brought any (median over rounds; at most 32): near 32 when
+    /// that brought any (median over rounds): near 32 when
     /// the target is the bottleneck, lower when the generator is.
     pub falcon_rx_burst: f64,
     /// `falcon_ratio ≥ 0.8`.
     pub meets_falcon_bar: bool,
+    /// Targets on 1 and N lcores.
+    pub scaling: Scaling,
     pub build: &'static str,
+}
+
+/// The scaling measurement (`--lcores`).
+#[derive(Debug, Serialize)]
+pub struct Scaling {
+    /// N.
+    pub lcores: u16,
+    pub rounds: u32,
+    /// Push Data frames each lcore handles a round, and the chunk it is
+    /// fed in (untimed fills between timed drains).
+    pub frames_per_lcore: u64,
+    pub chunk_frames: usize,
+    /// One lcore: Mpps, median over rounds.
+    pub one_lcore_mpps: f64,
+    /// N lcores, each shard's frames on its own receive queue.
+    pub by_queue: Option<LcoreScaling>,
+    /// N lcores, one receive queue, lcore 0 dispatching in software.
+    pub dispatched: Option<LcoreScaling>,
+}
+
+/// N lcores in one way of steering.
+#[derive(Debug, Serialize)]
+pub struct LcoreScaling {
+    /// Each lcore's frames over its own busy time, Mpps, median over
+    /// rounds.
+    pub lcore_mpps: Vec<f64>,
+    /// All frames over the wall time, Mpps, median over rounds.
+    pub total_mpps: f64,
+    /// `total_mpps / (N × one_lcore_mpps)` per round, median.
+    pub scaling_efficiency: f64,
+    pub scaling_efficiency_range: [f64; 2],
+    /// Frames lcore 0 handed to other shards' lcores, a round (dispatch
+    /// only), and frames a dispatch ring refused (none expected).
+    pub dispatched_frames: u64,
+    pub dispatch_ring_full: u64,
+    /// Frames the engines dropped, by reason (none expected).
+    pub drops: u64,
+    pub drop_reasons: std::collections::BTreeMap<&'static str, u64>,
 }
 
 pub fn print_text(r: &Report) {
@@ -117,6 +163,35 @@ pub fn print_text(r: &Report) {
         BAR_FALCON_RATIO,
         verdict(r.meets_falcon_bar)
     );
+    let sc = &r.scaling;
+    println!(
+        "Scaling: {} B pushes, PSP {}, {} rounds of {} frames a lcore (fed in untimed chunks of {})",
+        r.push_bytes,
+        if r.psp { "on" } else { "off" },
+        sc.rounds,
+        sc.frames_per_lcore,
+        sc.chunk_frames
+    );
+    println!("  1 lcore             {:8.2} Mpps", sc.one_lcore_mpps);
+    for (name, run) in [("by queue", &sc.by_queue), ("dispatched", &sc.dispatched)] {
+        let Some(run) = run else { continue };
+        let lcores: Vec<String> = run.lcore_mpps.iter().map(|m| format!("{m:.2}")).collect();
+        println!(
+            "  {} lcores {:<10} {:8.2} Mpps (per lcore {}; efficiency {:.3}, {:.3}..{:.3}{})",
+            sc.lcores,
+            name,
+            run.total_mpps,
+            lcores.join(" / "),
+            run.scaling_efficiency,
+            run.scaling_efficiency_range[0],
+            run.scaling_efficiency_range[1],
+            if run.dispatched_frames > 0 {
+                format!("; {} frames dispatched a round", run.dispatched_frames)
+            } else {
+                String::new()
+            }
+        );
+    }
 }
 
 #[cfg(not(feature = "dpdk"))]
@@ -150,6 +225,13 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
             args.size
         )));
     }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if usize::from(args.lcores) > cpus {
+        return Err(AppError::Usage(format!(
+            "--lcores {}: this process may use {cpus} CPUs, and each polling lcore needs its own",
+            args.lcores
+        )));
+    }
     if args.vdev != "net_null" {
         return Err(AppError::Usage(format!(
             "--vdev {}: only net_null is measured yet (two null ports: the I/O framework alone)",
@@ -161,16 +243,17 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
     let size = format!("size={}", args.size);
     let vdev0 = format!("--vdev=net_null0,{size}");
     let vdev1 = format!("--vdev=net_null1,{size}");
+    let lcores = format!("0-{}", args.lcores.max(2) - 1);
     let eal = Eal::init(&[
         "--no-huge",
         "-m",
-        "512",
+        "768",
         "--no-pci",
         "--no-shconf",
         "--no-telemetry",
         &prefix,
         "-l",
-        "0-1",
+        &lcores,
         "--log-level=lib.eal:error",
         &vdev0,
         &vdev1,
@@ -249,6 +332,7 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
     let per_round = ratios(&falcon, &engine);
     let falcon_ratio = median(&per_round);
     drop(rig);
+    let scaling = scaling(eal, args)?;
     let _ = std::fs::remove_dir_all(eal.runtime_dir());
     Ok(Report {
         vdev: args.vdev.clone(),
@@ -275,10 +359,72 @@ pub fn run(args: &BenchPipelineArgs) -> Result<Report> {
         falcon_drop_reasons: drops.iter().filter(|&(_, n)| n > 0).collect(),
         falcon_rx_burst: median(&bursts),
         meets_falcon_bar: falcon_ratio >= BAR_FALCON_RATIO,
+        scaling,
         build: if cfg!(debug_assertions) {
             "debug"
         } else {
             "release"
         },
+    })
+}
+
+/// The scaling rounds: a warm-up, then `--scaling-rounds` rounds.
+#[cfg(feature = "dpdk")]
+fn scaling(eal: &'static falcon_dpdk::eal::Eal, args: &BenchPipelineArgs) -> Result<Scaling> {
+    use super::pipeline_lcores::{Run, ScalingRig};
+    use super::slices::{median, range};
+
+    let mut rig = ScalingRig::new(
+        eal,
+        args.psp == crate::cli::OnOff::On,
+        args.size as usize,
+        args.lcores,
+    )?;
+    rig.round(0)?;
+    let mut single = Vec::new();
+    let (mut by_queue, mut dispatched) = (Vec::new(), Vec::new());
+    for round in 0..args.scaling_rounds {
+        let (one, q, d) = rig.round(round + 1)?;
+        single.push(one);
+        by_queue.extend(q);
+        dispatched.extend(d);
+    }
+    let one: Vec<f64> = single.iter().map(|r| r.total_pps).collect();
+    let lcores = f64::from(args.lcores);
+    let summary = |runs: &[Run]| -> Option<LcoreScaling> {
+        let first = runs.first()?;
+        let efficiency: Vec<f64> = runs
+            .iter()
+            .zip(&one)
+            .map(|(r, one)| r.total_pps / (lcores * one.max(f64::MIN_POSITIVE)))
+            .collect();
+        let mut drops = falcon_core::api::DropCounters::default();
+        for r in runs {
+            drops.merge(&r.drops);
+        }
+        Some(LcoreScaling {
+            lcore_mpps: (0..first.lcore_pps.len())
+                .map(|i| {
+                    let v: Vec<f64> = runs.iter().map(|r| r.lcore_pps[i]).collect();
+                    median(&v) / 1e6
+                })
+                .collect(),
+            total_mpps: median(&runs.iter().map(|r| r.total_pps).collect::<Vec<_>>()) / 1e6,
+            scaling_efficiency: median(&efficiency),
+            scaling_efficiency_range: range(&efficiency),
+            dispatched_frames: first.dispatched,
+            dispatch_ring_full: runs.iter().map(|r| r.dispatch_ring_full).sum(),
+            drops: drops.total(),
+            drop_reasons: drops.iter().filter(|&(_, n)| n > 0).collect(),
+        })
+    };
+    Ok(Scaling {
+        lcores: args.lcores,
+        rounds: args.scaling_rounds,
+        frames_per_lcore: single.first().map_or(0, |r| r.frames[0]),
+        chunk_frames: super::pipeline_falcon::CHUNK,
+        one_lcore_mpps: median(&one) / 1e6,
+        by_queue: summary(&by_queue),
+        dispatched: summary(&dispatched),
     })
 }

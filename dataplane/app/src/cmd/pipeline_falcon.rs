@@ -53,7 +53,7 @@ const MAX_RECORDING_BYTES: usize = 256 << 20;
 /// cache when they come off the ring: with 8192 (36 MiB) the memory-fed
 /// target read its frames from DRAM and ran slower than the DPDK-fed one
 /// (`falcon_ratio` 1.05 at 4 KiB).
-const CHUNK: usize = 512;
+pub(super) const CHUNK: usize = 512;
 /// Largest frame: a 4 KiB push with every header, PSP included.
 pub const MAX_FRAME: usize = 4352;
 /// The mbufs' data room: DPDK's default headroom plus the largest frame.
@@ -61,7 +61,7 @@ pub const DATA_ROOM: u16 = 128 + MAX_FRAME as u16;
 /// Descriptors of each direction of the ring pair.
 const RING_SLOTS: u32 = 1024;
 /// A round that takes longer than this has lost frames.
-const ROUND_LIMIT: Duration = Duration::from_secs(20);
+pub(super) const ROUND_LIMIT: Duration = Duration::from_secs(20);
 
 /// One round's two rates.
 #[derive(Debug, Clone)]
@@ -285,7 +285,7 @@ impl Engines {
 }
 
 /// Engine configuration of side 1 (initiator) or 2 (target).
-fn engine_config(side: u8, psp: bool) -> EngineConfig {
+pub(super) fn engine_config(side: u8, psp: bool) -> EngineConfig {
     use psp::{MasterKey, MasterKeys};
     let keys = MasterKeys {
         k0: MasterKey::new([side; 32]),
@@ -307,11 +307,11 @@ pub struct Recording {
 }
 
 impl Recording {
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.ends.len()
     }
 
-    fn frame(&self, i: usize) -> &[u8] {
+    pub(super) fn frame(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
     }
@@ -320,23 +320,35 @@ impl Recording {
 /// The initiator pushes to the scratch target over the loopback until
 /// enough frames are recorded.
 fn record(set: &mut Engines, clock: TscClock, size: usize) -> Result<Recording> {
-    let per_frame = size + 128;
-    let want = MAX_FRAMES.min(MAX_RECORDING_BYTES / per_frame);
+    let want = MAX_FRAMES.min(MAX_RECORDING_BYTES / (size + 128));
+    let initiator = std::mem::replace(&mut set.initiator, placeholder(clock)?);
+    let scratch = std::mem::replace(&mut set.scratch, placeholder(clock)?);
+    record_frames(initiator, scratch, set.initiator_handle, clock, size, want)
+}
+
+/// `want` frames `initiator` sends on `connection` while pushing
+/// `size`-byte transactions to `scratch` over the in-process loopback.
+pub(super) fn record_frames(
+    initiator: Engine,
+    scratch: Engine,
+    connection: ConnectionHandle,
+    clock: TscClock,
+    size: usize,
+    want: usize,
+) -> Result<Recording> {
     let (a, b): (LoopbackPort, LoopbackPort) = Loopback::pair(LoopbackConfig::default());
     let recorder = Recorder {
         inner: a,
         recording: Recording {
-            bytes: Vec::with_capacity(want * per_frame),
+            bytes: Vec::with_capacity(want * (size + 128)),
             ends: Vec::with_capacity(want),
         },
         want,
     };
-    let initiator = std::mem::replace(&mut set.initiator, placeholder(clock)?);
-    let scratch = std::mem::replace(&mut set.scratch, placeholder(clock)?);
     let mut li = Lcore::new(initiator, recorder, clock);
     let mut lt = Lcore::new(scratch, b, clock);
     let mut pusher = Pusher {
-        connection: set.initiator_handle,
+        connection,
         size,
         submitted: 0,
         want: want as u64,
@@ -393,25 +405,25 @@ impl Ulp<FrameBuf, Vec<u8>> for Pusher {
 /// The targets' ULP: acknowledges every push at once and counts it, and
 /// anything else it is handed.
 #[derive(Default)]
-struct Sink {
-    delivered: u64,
+pub(super) struct Sink {
+    pub(super) delivered: u64,
     unexpected: u64,
 }
 
 impl Sink {
     /// Frames the target is done with: delivered, or dropped by name.
-    fn handled<B: PacketBuf>(&self, engine: &Engine<B>) -> u64 {
+    pub(super) fn handled<B: PacketBuf>(&self, engine: &Engine<B>) -> u64 {
         self.delivered + engine.stats().drops.total()
     }
 
     /// Every frame handled. The drop counters are read only every 1024
     /// turns and once all but the dropped are delivered (reading them
     /// copies the engine's statistics).
-    fn done<B: PacketBuf>(&self, engine: &Engine<B>, goal: u64, turns: u64) -> bool {
+    pub(super) fn done<B: PacketBuf>(&self, engine: &Engine<B>, goal: u64, turns: u64) -> bool {
         self.delivered >= goal || (turns % 1024 == 0 && self.handled(engine) >= goal)
     }
 
-    fn check(&self) -> Result<()> {
+    pub(super) fn check(&self) -> Result<()> {
         if self.unexpected > 0 {
             return Err(AppError::Failed(format!(
                 "bench pipeline: the target was handed {} events other than pushes",
@@ -557,7 +569,7 @@ impl Port for MemoryPort {
 }
 
 /// An mbuf holding a copy of `frame`.
-fn fill(pool: &Mempool, frame: &[u8]) -> Result<Mbuf> {
+pub(super) fn fill(pool: &Mempool, frame: &[u8]) -> Result<Mbuf> {
     let mut m = pool
         .alloc()
         .ok_or_else(|| AppError::Failed("bench pipeline: the mbuf pool ran dry".into()))?;
