@@ -18,4 +18,6 @@ pub mod pktgen;
 pub mod psp_tool;
 pub mod run;
 mod slices;
+// Used by the DPDK benchmarks; built and tested without DPDK too.
+#[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
 mod spin_barrier;
