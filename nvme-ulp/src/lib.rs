@@ -10,6 +10,7 @@
 
 pub mod layout;
 pub mod lba;
+pub mod namespace;
 pub mod split;
 pub mod status;
 pub mod wire;
