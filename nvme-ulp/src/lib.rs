@@ -8,11 +8,13 @@
 //! connection's sequence numbers: Falcon delivers, this crate interprets.
 #![forbid(unsafe_code)]
 
+pub mod data;
 pub mod layout;
 pub mod lba;
 pub mod namespace;
 pub mod split;
 pub mod status;
+pub mod tag;
 pub mod wire;
 
 pub use status::{Status, StatusCodeType};

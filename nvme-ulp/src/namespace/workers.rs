@@ -354,6 +354,11 @@ impl<S: BlockStore + 'static> Workers<S> {
         self.queue_depth
     }
 
+    /// Whether a worker serves `sqid`.
+    pub fn serves(&self, sqid: u8) -> bool {
+        self.route[usize::from(sqid)].is_some()
+    }
+
     /// Lets every worker finish its queue, joins them and returns their
     /// namespaces (those of a worker that panicked are lost).
     pub fn shutdown(mut self) -> Vec<Namespace<S>> {
