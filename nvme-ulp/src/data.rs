@@ -49,7 +49,7 @@ pub trait BlockBuffers: Send + Sync {
 /// A host command's data and metadata buffers: what the initiator's caller
 /// hands over for a write (shared, `Arc<HostBuffers>`) or a read (owned,
 /// filled and handed back).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct HostBuffers {
     pub data: Vec<u8>,
     pub metadata: Vec<u8>,
@@ -67,6 +67,16 @@ impl HostBuffers {
     /// Buffers with `data` and `metadata`.
     pub fn with_metadata(data: Vec<u8>, metadata: Vec<u8>) -> HostBuffers {
         HostBuffers { data, metadata }
+    }
+}
+
+impl fmt::Debug for HostBuffers {
+    /// The lengths, not the bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostBuffers")
+            .field("data", &self.data.len())
+            .field("metadata", &self.metadata.len())
+            .finish()
     }
 }
 

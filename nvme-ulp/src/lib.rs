@@ -9,12 +9,17 @@
 #![forbid(unsafe_code)]
 
 pub mod data;
+pub mod initiator;
 pub mod layout;
 pub mod lba;
 pub mod namespace;
 pub mod split;
 pub mod status;
 pub mod tag;
+pub mod target;
 pub mod wire;
 
 pub use status::{Status, StatusCodeType};
+
+#[cfg(test)]
+mod tests;
