@@ -126,12 +126,10 @@ impl ActiveIcmd {
             Ok(split) => split,
             Err(e) => return Err((RefuseReason::Split(e), icmd)),
         };
-        let mut routes = [None; 2];
-        for (route, group) in routes.iter_mut().zip(split.groups()) {
-            let target = match tables.translate(icmd.nsid, group.slba) {
-                Ok(target) => target,
-                Err(e) => return Err((RefuseReason::Translate(e), icmd)),
-            };
+        let route = |group: &split::Group| -> Result<Route, RefuseReason> {
+            let target = tables
+                .translate(icmd.nsid, group.slba)
+                .map_err(RefuseReason::Translate)?;
             let (prinfo, reference_tag, app_tag) = match namespace.spec.pi {
                 PiPolicy::Off => (Prinfo::ZERO, u32::MAX, u16::MAX),
                 // NVMe-0.9 §6.7 steps 1–5: PRACT = 0, tags from the target
@@ -142,7 +140,7 @@ impl ActiveIcmd {
                     target.target_lba as u16,
                 ),
             };
-            *route = Some(Route {
+            Ok(Route {
                 connection_id: target.connection_id,
                 connection: None,
                 command: Command {
@@ -160,16 +158,21 @@ impl ActiveIcmd {
                     app_tag,
                     target_sqid: target.target_sqid,
                 },
-            });
-        }
-        let Some(first) = routes[0] else {
-            // `split` always makes one group or two.
-            return Err((
-                RefuseReason::Split(split::SplitError::TooLarge { len: 0 }),
-                icmd,
-            ));
+            })
         };
-        let routes = [first, routes[1].unwrap_or(first)];
+        // `split` makes one group or two.
+        let groups = split.groups();
+        let routes = match (groups.first().map(&route), groups.get(1).map(&route)) {
+            (Some(Ok(first)), None) => [first, first],
+            (Some(Ok(first)), Some(Ok(second))) => [first, second],
+            (Some(Err(reason)), _) | (_, Some(Err(reason))) => return Err((reason, icmd)),
+            (None, _) => {
+                return Err((
+                    RefuseReason::Split(split::SplitError::TooLarge { len: 0 }),
+                    icmd,
+                ))
+            }
+        };
         let ncmds = split.ncmd_count();
         Ok(ActiveIcmd {
             tag: icmd.tag,

@@ -612,7 +612,7 @@ impl Initiator {
                 ncmd.generation,
                 ncmd.index,
             ) else {
-                self.fail_ncmd(now, ncmd.slot, ncmd.index, Status::INTERNAL_ERROR);
+                self.finish_ncmd(now, ncmd.slot, ncmd.index, Status::INTERNAL_ERROR);
                 continue;
             };
             let tag = engine_tag(ncmd);
@@ -625,7 +625,7 @@ impl Initiator {
                         self.blocked.push(connection);
                         self.to_send.push_back(ncmd);
                     }
-                    _ => self.fail_ncmd(
+                    _ => self.finish_ncmd(
                         now,
                         ncmd.slot,
                         ncmd.index,
@@ -711,11 +711,6 @@ impl Initiator {
         }
     }
 
-    /// Fails one nCMD whose request could not be delivered.
-    fn fail_ncmd(&mut self, now: Timestamp, slot: u32, index: u16, status: Status) {
-        self.finish_ncmd(now, slot, index, status);
-    }
-
     /// Fails every nCMD of the iCMD in `slot` still waiting, with `status`.
     fn fail_icmd(&mut self, now: Timestamp, slot: u32, status: Status) {
         let Some(icmd) = self.slots[slot as usize].icmd.as_mut() else {
@@ -789,7 +784,7 @@ impl<B: PacketBuf> Ulp<B, NvmeData> for Initiator {
                 if let Some(ncmd) = decode_engine_tag(completion.tag) {
                     if !status.is_ok() && self.live_icmd(ncmd.slot, ncmd.generation).is_some() {
                         self.stats.push_failures += 1;
-                        self.fail_ncmd(
+                        self.finish_ncmd(
                             now,
                             ncmd.slot,
                             ncmd.index,
