@@ -63,8 +63,6 @@ pub(super) struct ActiveIcmd {
     tag: u64,
     pub(super) format: Format,
     pi: PiPolicy,
-    /// The namespace format a PI check runs against (`verify_writes`).
-    pi_format: Option<crate::namespace::Format>,
     pub(super) buffers: IcmdBuffers,
     split: Split,
     routes: [Route; 2],
@@ -178,7 +176,6 @@ impl ActiveIcmd {
             tag: icmd.tag,
             format,
             pi: namespace.spec.pi,
-            pi_format: namespace.pi_format,
             buffers: icmd.buffers,
             split,
             routes,
@@ -316,13 +313,10 @@ impl ActiveIcmd {
             return None;
         };
         let span = self.span(ncmd);
-        if let (
-            PiPolicy::Checked {
-                prchk,
-                verify_writes: true,
-            },
-            Some(format),
-        ) = (self.pi, &self.pi_format)
+        if let PiPolicy::Checked {
+            prchk,
+            verify_writes: true,
+        } = self.pi
         {
             let command = &self.routes[group].command;
             let tcmd_block = (ncmd.tcmd_offset >> self.format.lba_size.shift()) as u32;
@@ -334,7 +328,7 @@ impl ActiveIcmd {
             };
             let data = buffers.data.get(span.data_range())?;
             let metadata = buffers.metadata.get(span.metadata_range())?;
-            pi::verify(format, data, metadata, &expected).ok()?;
+            pi::verify(self.format, data, metadata, &expected).ok()?;
         }
         let shared: SharedBuffers = Arc::<HostBuffers>::clone(buffers);
         Some(NvmeData::blocks(shared, span, Layout::WRITE_DATA_RESPONSE))

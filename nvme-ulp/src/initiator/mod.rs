@@ -75,6 +75,7 @@ use falcon_core::api::{
 use crate::data::{HostBuffers, NvmeData};
 use crate::layout::{Format, MetadataSize};
 use crate::lba::{self, TranslateError, TranslationTables};
+use crate::namespace::config::pi_offset;
 use crate::namespace::PrInfo;
 use crate::split::{SplitError, MAX_NCMDS_PER_GROUP};
 use crate::status::{Status, StatusCounts};
@@ -365,8 +366,6 @@ pub struct Initiator {
 struct NamespaceEntry {
     spec: NamespaceSpec,
     format: Format,
-    /// What the initiator's own PI check runs against, when it runs one.
-    pi_format: Option<crate::namespace::Format>,
 }
 
 /// One nCMD of one iCMD, as queued.
@@ -423,27 +422,13 @@ impl Initiator {
     /// The translation tables' refusal ([`ConfigError::Table`]), or a PI
     /// policy without room for PI in the metadata.
     pub fn add_namespace(&mut self, nsid: u32, spec: NamespaceSpec) -> Result<(), ConfigError> {
-        let pi_format = match spec.pi {
-            PiPolicy::Off => None,
-            PiPolicy::Checked { .. } => {
-                // Only the block and metadata sizes matter to a PI check;
-                // the NSID and block count are placeholders.
-                let config = crate::namespace::NamespaceConfig::new(
-                    1,
-                    1,
-                    spec.translation.lba_size().bytes() as u32,
-                )
-                .with_metadata(
-                    spec.metadata.bytes() as u32,
-                    crate::namespace::Protection::Verified,
-                );
-                Some(
-                    config
-                        .validate()
-                        .map_err(|_| ConfigError::PiWithoutMetadata { nsid })?,
-                )
-            }
+        let format = Format {
+            lba_size: spec.translation.lba_size(),
+            metadata: spec.metadata,
         };
+        if matches!(spec.pi, PiPolicy::Checked { .. }) && pi_offset(format).is_none() {
+            return Err(ConfigError::PiWithoutMetadata { nsid });
+        }
         self.tables
             .set_namespace(nsid, spec.translation)
             .map_err(ConfigError::Table)?;
@@ -451,14 +436,7 @@ impl Initiator {
         if self.namespaces.len() <= index {
             self.namespaces.resize(index + 1, None);
         }
-        self.namespaces[index] = Some(NamespaceEntry {
-            spec,
-            format: Format {
-                lba_size: spec.translation.lba_size(),
-                metadata: spec.metadata,
-            },
-            pi_format,
-        });
+        self.namespaces[index] = Some(NamespaceEntry { spec, format });
         Ok(())
     }
 

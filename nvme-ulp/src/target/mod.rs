@@ -268,24 +268,13 @@ impl<S: BlockStore + 'static> Target<S> {
         let mut namespaces = Vec::new();
         for namespace in specs.iter().flat_map(|spec| &spec.namespaces) {
             let format = namespace.format();
-            let (Some(lba_size), Some(metadata)) = (
-                LbaSize::from_bytes(format.lba_size()),
-                match format.metadata_size() {
-                    0 => Some(MetadataSize::None),
-                    8 => Some(MetadataSize::B8),
-                    16 => Some(MetadataSize::B16),
-                    _ => None,
-                },
-            ) else {
-                return refuse("namespaces", "a format NVMe over Falcon does not carry");
-            };
             if namespaces.iter().any(|(nsid, _)| *nsid == format.nsid()) {
                 return refuse("namespaces", "an NSID on two workers");
             }
             namespaces.push((
                 format.nsid(),
                 NamespaceInfo {
-                    format: Format { lba_size, metadata },
+                    format: format.format(),
                     blocks: format.blocks(),
                 },
             ));

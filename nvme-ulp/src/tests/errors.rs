@@ -215,7 +215,7 @@ fn protected(
         .expect("format");
     let data = pattern(seed, blocks * 512);
     let mut metadata = pattern(!seed, blocks * 16);
-    protect(&format, &data, &mut metadata, ref_tag, app_tag);
+    protect(format.format(), &data, &mut metadata, ref_tag, app_tag);
     (data, metadata)
 }
 
