@@ -78,6 +78,16 @@ impl MetadataSize {
             MetadataSize::B16 => 16,
         }
     }
+
+    /// From a size in bytes.
+    pub const fn from_bytes(bytes: usize) -> Option<MetadataSize> {
+        match bytes {
+            0 => Some(MetadataSize::None),
+            8 => Some(MetadataSize::B8),
+            16 => Some(MetadataSize::B16),
+            _ => None,
+        }
+    }
 }
 
 /// A namespace's LBA format: block size and metadata a block.

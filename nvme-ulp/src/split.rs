@@ -98,7 +98,7 @@ impl Group {
 
     /// The group's `index`th nCMD. `index` must be below
     /// [`ncmds`](Self::ncmds).
-    fn ncmd(&self, index: usize) -> Ncmd {
+    pub fn ncmd(&self, index: usize) -> Ncmd {
         let tcmd_offset = index * NCMD_DATA_LEN;
         // Fits: a group has at most 256 nCMDs (checked by `split`).
         let ncnt_total = (self.ncmds() - 1) as u8;
@@ -160,6 +160,20 @@ impl Split {
     /// How many nCMDs the iCMD became.
     pub fn ncmd_count(&self) -> usize {
         self.groups().iter().map(Group::ncmds).sum()
+    }
+
+    /// The `index`th nCMD in iCMD data order (the order of
+    /// [`ncmds`](Self::ncmds)) and the index of its group, `None` past the
+    /// last.
+    pub fn ncmd(&self, index: usize) -> Option<(usize, Ncmd)> {
+        let mut index = index;
+        for (group_index, group) in self.groups().iter().enumerate() {
+            if index < group.ncmds() {
+                return Some((group_index, group.ncmd(index)));
+            }
+            index -= group.ncmds();
+        }
+        None
     }
 }
 

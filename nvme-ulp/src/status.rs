@@ -73,6 +73,10 @@ impl Status {
     pub const INTERNAL_ERROR: Status = Status::generic(0x06);
     /// Invalid Namespace or Format (generic 0x0B).
     pub const INVALID_NAMESPACE: Status = Status::generic(0x0B).do_not_retry();
+    /// Transient Transport Error (generic 0x22): the transport lost the
+    /// command (a push that Falcon could not deliver, a dead connection);
+    /// a retry may succeed.
+    pub const TRANSIENT_TRANSPORT_ERROR: Status = Status::generic(0x22);
     /// LBA Out of Range (generic 0x80).
     pub const LBA_OUT_OF_RANGE: Status = Status::generic(0x80).do_not_retry();
     /// Namespace Not Ready (generic 0x82).
@@ -87,6 +91,12 @@ impl Status {
     pub const APP_TAG_CHECK: Status = Status::media(0x83).do_not_retry();
     /// End-to-end Reference Tag Check Error (media 0x84).
     pub const REF_TAG_CHECK: Status = Status::media(0x84).do_not_retry();
+    /// Command Aborted By Host (path 0x71): the initiator gave up on a
+    /// command whose responses did not all come in time.
+    pub const ABORTED_BY_HOST: Status = Status {
+        sct: StatusCodeType::Path,
+        ..Status::generic(0x71)
+    };
 
     /// Generic status `sc`, retry allowed.
     pub const fn generic(sc: u8) -> Status {
@@ -160,6 +170,7 @@ impl fmt::Display for Status {
             (StatusCodeType::Generic, 0x04) => "data transfer error",
             (StatusCodeType::Generic, 0x06) => "internal error",
             (StatusCodeType::Generic, 0x0B) => "invalid namespace",
+            (StatusCodeType::Generic, 0x22) => "transient transport error",
             (StatusCodeType::Generic, 0x80) => "LBA out of range",
             (StatusCodeType::Generic, 0x82) => "namespace not ready",
             (StatusCodeType::MediaAndDataIntegrity, 0x80) => "write fault",
@@ -167,6 +178,7 @@ impl fmt::Display for Status {
             (StatusCodeType::MediaAndDataIntegrity, 0x82) => "guard check error",
             (StatusCodeType::MediaAndDataIntegrity, 0x83) => "application tag check error",
             (StatusCodeType::MediaAndDataIntegrity, 0x84) => "reference tag check error",
+            (StatusCodeType::Path, 0x71) => "command aborted by host",
             _ => "status",
         };
         write!(f, "{name} (0x{:03x}", self.code())?;
@@ -174,6 +186,64 @@ impl fmt::Display for Status {
             write!(f, ", DNR")?;
         }
         write!(f, ")")
+    }
+}
+
+/// Completions counted by status class: what the initiator and the
+/// target print as "errors by status".
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub success: u64,
+    /// Invalid Field in Command.
+    pub invalid_field: u64,
+    pub invalid_namespace: u64,
+    pub lba_out_of_range: u64,
+    /// Data Transfer Error (INV, bad write data).
+    pub data_transfer: u64,
+    pub internal: u64,
+    /// Transient Transport Error.
+    pub transport: u64,
+    /// Command Aborted By Host (timeouts).
+    pub aborted: u64,
+    /// Guard, application tag and reference tag check errors.
+    pub integrity: u64,
+    /// Write faults and unrecovered reads.
+    pub media: u64,
+    /// Any other status.
+    pub other: u64,
+}
+
+impl StatusCounts {
+    /// Counts one completion with `status`.
+    pub fn record(&mut self, status: Status) {
+        let counter = match (status.sct, status.sc) {
+            (StatusCodeType::Generic, 0x00) => &mut self.success,
+            (StatusCodeType::Generic, 0x02) => &mut self.invalid_field,
+            (StatusCodeType::Generic, 0x04) => &mut self.data_transfer,
+            (StatusCodeType::Generic, 0x06) => &mut self.internal,
+            (StatusCodeType::Generic, 0x0B) => &mut self.invalid_namespace,
+            (StatusCodeType::Generic, 0x22) => &mut self.transport,
+            (StatusCodeType::Generic, 0x80) => &mut self.lba_out_of_range,
+            (StatusCodeType::Path, 0x71) => &mut self.aborted,
+            (StatusCodeType::MediaAndDataIntegrity, 0x80 | 0x81) => &mut self.media,
+            (StatusCodeType::MediaAndDataIntegrity, 0x82..=0x84) => &mut self.integrity,
+            _ => &mut self.other,
+        };
+        *counter += 1;
+    }
+
+    /// Completions with any status but success.
+    pub fn errors(&self) -> u64 {
+        self.invalid_field
+            + self.invalid_namespace
+            + self.lba_out_of_range
+            + self.data_transfer
+            + self.internal
+            + self.transport
+            + self.aborted
+            + self.integrity
+            + self.media
+            + self.other
     }
 }
 
@@ -203,6 +273,37 @@ mod tests {
             let status = Status::from_half_word(word);
             assert_eq!(status.to_half_word(), word & !1, "{word:#06x}");
         }
+    }
+
+    #[test]
+    fn counts_by_class() {
+        let mut counts = StatusCounts::default();
+        for status in [
+            Status::SUCCESS,
+            Status::GUARD_CHECK,
+            Status::REF_TAG_CHECK,
+            Status::TRANSIENT_TRANSPORT_ERROR,
+            Status::ABORTED_BY_HOST,
+            Status::generic(0x7F),
+        ] {
+            counts.record(status);
+        }
+        assert_eq!(
+            (
+                counts.success,
+                counts.integrity,
+                counts.transport,
+                counts.aborted,
+                counts.other
+            ),
+            (1, 2, 1, 1, 1)
+        );
+        assert_eq!(counts.errors(), 5);
+        assert_eq!(Status::ABORTED_BY_HOST.code(), 0x371);
+        assert_eq!(
+            Status::TRANSIENT_TRANSPORT_ERROR.to_string(),
+            "transient transport error (0x022)"
+        );
     }
 
     #[test]

@@ -58,7 +58,13 @@ fn run(
                 .with_metadata(16, Protection::Verified)
                 .validate()
                 .expect("valid");
-            protect(&format, &data, &mut metadata, pi.ref_tag, pi.app_tag);
+            protect(
+                format.format(),
+                &data,
+                &mut metadata,
+                pi.ref_tag,
+                pi.app_tag,
+            );
             Request::write(submitted, 1, slba, NLB, data, metadata)
         } else {
             Request::read(submitted, 1, slba, NLB, data, metadata)

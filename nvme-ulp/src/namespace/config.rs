@@ -1,15 +1,20 @@
 //! Namespace configuration: what the control plane exports for one Target
 //! NSID (ulp.md §3.9: "Target NSID → block device, LBA size 512/4096,
-//! metadata 0/8/16") and its validated form, [`Format`].
+//! metadata 0/8/16") and its validated form, [`NamespaceFormat`].
 //!
 //! Layer: NVMe target storage. Owns the rules for valid combinations; every
 //! refusal names the config field. Never opens a file or touches data.
+//! The LBA format itself (block and metadata sizes) is
+//! [`layout::Format`](crate::layout::Format), the one the wire layouts,
+//! the splitting and the initiator use; a namespace adds its NSID, size and
+//! protection.
 
 use core::fmt;
 use core::str::FromStr;
 use std::io;
 use std::path::PathBuf;
 
+use crate::layout::{Format, LbaSize, MetadataSize};
 use crate::status::Status;
 
 /// Bytes of protection information in a block's metadata (16-bit guard PI).
@@ -116,7 +121,7 @@ impl NamespaceConfig {
     /// # Errors
     ///
     /// [`ConfigError::Invalid`] naming the first field at fault.
-    pub fn validate(&self) -> Result<Format, ConfigError> {
+    pub fn validate(&self) -> Result<NamespaceFormat, ConfigError> {
         // NVMe Base 2.0 §3.2.1: NSID 0 is never a valid namespace.
         if self.nsid == 0 {
             return Err(ConfigError::invalid(
@@ -125,20 +130,20 @@ impl NamespaceConfig {
                 "0 is not a namespace ID",
             ));
         }
-        if self.lba_size != 512 && self.lba_size != 4096 {
+        let Some(lba_size) = LbaSize::from_bytes(self.lba_size as usize) else {
             return Err(ConfigError::invalid(
                 "lba_size",
                 self.lba_size,
                 "must be 512 or 4096",
             ));
-        }
-        if !matches!(self.metadata_size, 0 | 8 | 16) {
+        };
+        let Some(metadata) = MetadataSize::from_bytes(self.metadata_size as usize) else {
             return Err(ConfigError::invalid(
                 "metadata_size",
                 self.metadata_size,
                 "must be 0, 8 or 16",
             ));
-        }
+        };
         // ulp.md §3.7: the 8-byte PI lives in the metadata.
         if self.protection.has_pi() && (self.metadata_size as usize) < PI_LEN {
             return Err(ConfigError::invalid(
@@ -162,28 +167,27 @@ impl NamespaceConfig {
                 "namespace larger than the address space",
             ));
         }
-        Ok(Format {
+        Ok(NamespaceFormat {
             nsid: self.nsid,
             blocks: self.blocks,
-            lba_size: self.lba_size as usize,
-            metadata_size: self.metadata_size as usize,
+            format: Format { lba_size, metadata },
             protection: self.protection,
         })
     }
 }
 
-/// A validated namespace format. Byte counts derived from it do not
-/// overflow for any block range inside the namespace.
+/// A validated namespace: its NSID, size, LBA format and protection. Byte
+/// counts derived from it do not overflow for any block range inside the
+/// namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Format {
+pub struct NamespaceFormat {
     nsid: u16,
     blocks: u64,
-    lba_size: usize,
-    metadata_size: usize,
+    format: Format,
     protection: Protection,
 }
 
-impl Format {
+impl NamespaceFormat {
     pub const fn nsid(&self) -> u16 {
         self.nsid
     }
@@ -192,12 +196,19 @@ impl Format {
         self.blocks
     }
 
-    pub const fn lba_size(&self) -> usize {
-        self.lba_size
+    /// The LBA format: block size and metadata a block.
+    pub const fn format(&self) -> Format {
+        self.format
     }
 
+    /// Bytes a block ([`format`](Self::format)'s LBA size).
+    pub const fn lba_size(&self) -> usize {
+        self.format.lba_size.bytes()
+    }
+
+    /// Metadata bytes a block ([`format`](Self::format)'s metadata).
     pub const fn metadata_size(&self) -> usize {
-        self.metadata_size
+        self.format.metadata.bytes()
     }
 
     pub const fn protection(&self) -> Protection {
@@ -208,7 +219,7 @@ impl Format {
     /// in the last 8 bytes (ulp.md §3.7). `None` without PI.
     pub const fn pi_offset(&self) -> Option<usize> {
         if self.protection.has_pi() {
-            Some(self.metadata_size - PI_LEN)
+            pi_offset(self.format)
         } else {
             None
         }
@@ -216,12 +227,12 @@ impl Format {
 
     /// Data bytes of `nlb` blocks, `None` on overflow.
     pub fn data_len(&self, nlb: u64) -> Option<usize> {
-        usize::try_from(nlb).ok()?.checked_mul(self.lba_size)
+        usize::try_from(nlb).ok()?.checked_mul(self.lba_size())
     }
 
     /// Metadata bytes of `nlb` blocks, `None` on overflow.
     pub fn metadata_len(&self, nlb: u64) -> Option<usize> {
-        usize::try_from(nlb).ok()?.checked_mul(self.metadata_size)
+        usize::try_from(nlb).ok()?.checked_mul(self.metadata_size())
     }
 
     /// The metadata of a block never written, zeroed or deallocated: zero
@@ -245,7 +256,7 @@ impl Format {
             return;
         }
         let erased = self.erased_metadata();
-        for block in metadata.chunks_mut(self.metadata_size) {
+        for block in metadata.chunks_mut(self.metadata_size()) {
             block.copy_from_slice(&erased[..block.len()]);
         }
     }
@@ -265,6 +276,12 @@ impl Format {
             _ => Err(Status::LBA_OUT_OF_RANGE),
         }
     }
+}
+
+/// Where the 8-byte PI sits in a block's metadata of `format`: its last 8
+/// bytes (PIL = 0, ulp.md §3.7); `None` with less than 8 bytes.
+pub const fn pi_offset(format: Format) -> Option<usize> {
+    format.metadata.bytes().checked_sub(PI_LEN)
 }
 
 /// A namespace, file or worker configuration that cannot be used.

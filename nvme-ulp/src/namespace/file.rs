@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use crate::status::Status;
 
 use super::buffer::{is_aligned, IoBuffer, IO_ALIGN};
-use super::config::{ConfigError, Format, NamespaceConfig};
+use super::config::{ConfigError, NamespaceConfig, NamespaceFormat};
 use super::store::{blocks_of, BlockStore};
 
 /// Bytes written per call when zeroing: 256 KiB of zeroes kept once.
@@ -83,7 +83,7 @@ pub fn sidecar_path(path: &Path) -> PathBuf {
 #[derive(Debug)]
 pub struct FileStore {
     path: PathBuf,
-    format: Format,
+    format: NamespaceFormat,
     data: File,
     sidecar: Option<File>,
     mode: FileMode,
@@ -172,7 +172,7 @@ impl FileStore {
         Ok(store)
     }
 
-    pub fn format(&self) -> &Format {
+    pub fn format(&self) -> &NamespaceFormat {
         &self.format
     }
 

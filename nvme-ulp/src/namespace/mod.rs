@@ -9,7 +9,7 @@
 //! sleeps or does I/O on the caller's thread except through a
 //! [`Namespace`] the caller owns: the datapath talks only to [`Workers`].
 //!
-//! * [`config`]: [`NamespaceConfig`] → validated [`Format`].
+//! * [`config`]: [`NamespaceConfig`] → validated [`NamespaceFormat`].
 //! * [`Namespace`]: Read, Write (FUA), Flush, Write Zeroes and Deallocate
 //!   on a [`BlockStore`] with range, buffer and PI checks, returning NVMe
 //!   statuses. Data and metadata are separate buffers (MSET = 0).
@@ -38,7 +38,7 @@ mod tests;
 use std::path::Path;
 
 pub use buffer::{BufferPool, CapacityError, IoBuffer, IO_ALIGN};
-pub use config::{ConfigError, Format, NamespaceConfig, Protection};
+pub use config::{ConfigError, NamespaceConfig, NamespaceFormat, Protection};
 pub use faults::{FaultEffect, FaultOn, FaultRule, Faults};
 pub use file::{FileMode, FileOptions, FileStore};
 pub use pi::{CommandPi, Pi, PrInfo};
@@ -51,7 +51,7 @@ use crate::status::Status;
 /// One namespace: its format, its store, its injected faults and counters.
 #[derive(Debug)]
 pub struct Namespace<S = Storage> {
-    format: Format,
+    format: NamespaceFormat,
     store: S,
     faults: Faults,
     stats: NamespaceStats,
@@ -113,7 +113,7 @@ impl Namespace<Storage> {
 
 impl<S: BlockStore> Namespace<S> {
     /// A namespace of `format` on `store`, which must hold that format.
-    pub fn with_store(format: Format, store: S) -> Namespace<S> {
+    pub fn with_store(format: NamespaceFormat, store: S) -> Namespace<S> {
         Namespace {
             format,
             store,
@@ -126,7 +126,7 @@ impl<S: BlockStore> Namespace<S> {
         self.format.nsid()
     }
 
-    pub fn format(&self) -> &Format {
+    pub fn format(&self) -> &NamespaceFormat {
         &self.format
     }
 
@@ -211,7 +211,7 @@ impl<S: BlockStore> Namespace<S> {
     }
 
     /// Sets `nlb` blocks from `slba` to zero data and erased metadata (PI
-    /// all FFh in a PI format: see [`Format::erased_metadata`]). Serves
+    /// all FFh in a PI format: see [`NamespaceFormat::erased_metadata`]). Serves
     /// NVMe Write Zeroes and NBD WRITE_ZEROES.
     ///
     /// # Errors
@@ -249,7 +249,7 @@ impl<S: BlockStore> Namespace<S> {
         self.faults.apply(FaultOn::Reads, slba, u64::from(nlb))?;
         self.store.read(slba, data, metadata)?;
         if pi::checks_enabled(&self.format, pi) {
-            pi::verify(&self.format, data, metadata, pi)?;
+            pi::verify(self.format.format(), data, metadata, pi)?;
         }
         Ok(())
     }
@@ -266,7 +266,7 @@ impl<S: BlockStore> Namespace<S> {
         self.check_command(slba, nlb, pi, data.len(), metadata.len())?;
         self.faults.apply(FaultOn::Writes, slba, u64::from(nlb))?;
         if pi::checks_enabled(&self.format, pi) {
-            pi::verify(&self.format, data, metadata, pi)?;
+            pi::verify(self.format.format(), data, metadata, pi)?;
         }
         self.store.write(slba, data, metadata)?;
         if fua {

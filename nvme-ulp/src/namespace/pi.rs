@@ -19,9 +19,10 @@
 //!                             (E)ILBRT to the low 32 bits of SLBA
 //! ```
 
+use crate::layout::Format;
 use crate::status::Status;
 
-use super::config::{Format, Protection, PI_LEN};
+use super::config::{pi_offset, NamespaceFormat, Protection, PI_LEN};
 
 /// CRC-16/T10-DIF: polynomial 0x8BB7, init 0, no reflection, no final
 /// XOR (SBC-3 §4.22.4.2). Check value of "123456789": 0xD0DB.
@@ -206,7 +207,8 @@ fn guard_of(data: &[u8], metadata_before_pi: &[u8]) -> u16 {
     crc16_t10dif_update(crc16_t10dif(data), metadata_before_pi)
 }
 
-/// Checks the PI of every block of `data`/`metadata` against `command`,
+/// Checks the PI of every block of `data`/`metadata` (blocks of `format`,
+/// PI in the last 8 bytes of each block's metadata) against `command`,
 /// running the checks its PRCHK bits name. Blocks are checked in order;
 /// within a block the guard first, then the application tag, then the
 /// reference tag.
@@ -215,16 +217,16 @@ fn guard_of(data: &[u8], metadata_before_pi: &[u8]) -> u16 {
 ///
 /// [`Status::GUARD_CHECK`], [`Status::APP_TAG_CHECK`] or
 /// [`Status::REF_TAG_CHECK`] for the first failing check;
-/// [`Status::INVALID_FIELD`] when the format has no PI or the buffers do
-/// not hold whole blocks.
+/// [`Status::INVALID_FIELD`] when the format's metadata has no room for
+/// PI or the buffers do not hold whole blocks.
 pub fn verify(
-    format: &Format,
+    format: Format,
     data: &[u8],
     metadata: &[u8],
     command: &CommandPi,
 ) -> Result<(), Status> {
-    let (lba_size, metadata_size) = (format.lba_size(), format.metadata_size());
-    let Some(pi_offset) = format.pi_offset() else {
+    let (lba_size, metadata_size) = (format.lba_size.bytes(), format.metadata.bytes());
+    let Some(pi_offset) = pi_offset(format) else {
         return Err(Status::INVALID_FIELD);
     };
     let blocks = data.len() / lba_size;
@@ -263,11 +265,11 @@ pub fn verify(
 /// Fills the PI of every block as a host does before a write: the guard
 /// over the data and the metadata before the PI, `app_tag`, and reference
 /// tags from `ref_tag` up. Leaves the rest of the metadata alone; does
-/// nothing when the format has no PI or the buffers do not hold whole
-/// blocks.
-pub fn protect(format: &Format, data: &[u8], metadata: &mut [u8], ref_tag: u32, app_tag: u16) {
-    let (lba_size, metadata_size) = (format.lba_size(), format.metadata_size());
-    let Some(pi_offset) = format.pi_offset() else {
+/// nothing when the format's metadata has no room for PI or the buffers
+/// do not hold whole blocks.
+pub fn protect(format: Format, data: &[u8], metadata: &mut [u8], ref_tag: u32, app_tag: u16) {
+    let (lba_size, metadata_size) = (format.lba_size.bytes(), format.metadata.bytes());
+    let Some(pi_offset) = pi_offset(format) else {
         return;
     };
     if data.len() % lba_size != 0 || metadata.len() != data.len() / lba_size * metadata_size {
@@ -289,7 +291,7 @@ pub fn protect(format: &Format, data: &[u8], metadata: &mut [u8], ref_tag: u32, 
 
 /// Whether `format` with `command` runs any check: a verified namespace
 /// and at least one PRCHK bit.
-pub(crate) fn checks_enabled(format: &Format, command: &CommandPi) -> bool {
+pub(crate) fn checks_enabled(format: &NamespaceFormat, command: &CommandPi) -> bool {
     format.protection() == Protection::Verified && command.prinfo.bits() & 0b0111 != 0
 }
 
@@ -316,11 +318,15 @@ mod tests {
         crc
     }
 
-    fn format(lba_size: u32, metadata_size: u32) -> Format {
+    fn namespace(lba_size: u32, metadata_size: u32) -> NamespaceFormat {
         NamespaceConfig::new(1, 1024, lba_size)
             .with_metadata(metadata_size, Protection::Verified)
             .validate()
             .unwrap()
+    }
+
+    fn format(lba_size: u32, metadata_size: u32) -> Format {
+        namespace(lba_size, metadata_size).format()
     }
 
     #[test]
@@ -374,9 +380,11 @@ mod tests {
     }
 
     /// Four blocks protected for `slba` 1000 as ulp.md §3.7 asks.
-    fn protected(format: &Format) -> (Vec<u8>, Vec<u8>) {
-        let data: Vec<u8> = (0..4 * format.lba_size()).map(|i| (i * 7) as u8).collect();
-        let mut metadata = vec![0xA5; 4 * format.metadata_size()];
+    fn protected(format: Format) -> (Vec<u8>, Vec<u8>) {
+        let data: Vec<u8> = (0..4 * format.lba_size.bytes())
+            .map(|i| (i * 7) as u8)
+            .collect();
+        let mut metadata = vec![0xA5; 4 * format.metadata.bytes()];
         protect(format, &data, &mut metadata, 1000, 1000);
         (data, metadata)
     }
@@ -385,9 +393,9 @@ mod tests {
     fn protected_blocks_verify() {
         for (lba, md) in [(512, 8), (512, 16), (4096, 8), (4096, 16)] {
             let format = format(lba, md);
-            let (data, metadata) = protected(&format);
+            let (data, metadata) = protected(format);
             assert_eq!(
-                verify(&format, &data, &metadata, &CommandPi::type1(1000)),
+                verify(format, &data, &metadata, &CommandPi::type1(1000)),
                 Ok(())
             );
             let pi = Pi::from_bytes(metadata[md as usize - 8..md as usize].try_into().unwrap());
@@ -401,11 +409,11 @@ mod tests {
     #[test]
     fn guard_covers_the_metadata_before_the_pi() {
         let format = format(512, 16);
-        let (data, mut metadata) = protected(&format);
+        let (data, mut metadata) = protected(format);
         // Byte 3 of block 1's metadata lies before its PI.
         metadata[16 + 3] ^= 1;
         assert_eq!(
-            verify(&format, &data, &metadata, &CommandPi::type1(1000)),
+            verify(format, &data, &metadata, &CommandPi::type1(1000)),
             Err(Status::GUARD_CHECK)
         );
     }
@@ -414,26 +422,26 @@ mod tests {
     fn each_corruption_has_its_status() {
         let format = format(4096, 16);
         let command = CommandPi::type1(1000);
-        let (data, metadata) = protected(&format);
+        let (data, metadata) = protected(format);
 
         let mut bad_data = data.clone();
         bad_data[4096 * 2 + 17] ^= 0x40;
         assert_eq!(
-            verify(&format, &bad_data, &metadata, &command),
+            verify(format, &bad_data, &metadata, &command),
             Err(Status::GUARD_CHECK)
         );
 
         let mut bad_app = metadata.clone();
         bad_app[16 + 8 + 3] ^= 1;
         assert_eq!(
-            verify(&format, &data, &bad_app, &command),
+            verify(format, &data, &bad_app, &command),
             Err(Status::APP_TAG_CHECK)
         );
 
         let mut bad_ref = metadata.clone();
         bad_ref[16 * 3 + 8 + 7] ^= 1;
         assert_eq!(
-            verify(&format, &data, &bad_ref, &command),
+            verify(format, &data, &bad_ref, &command),
             Err(Status::REF_TAG_CHECK)
         );
 
@@ -442,36 +450,36 @@ mod tests {
             prinfo: PrInfo::APP_TAG.union(PrInfo::REF_TAG),
             ..command
         };
-        assert_eq!(verify(&format, &bad_data, &metadata, &no_guard), Ok(()));
+        assert_eq!(verify(format, &bad_data, &metadata, &no_guard), Ok(()));
         let no_app = CommandPi {
             prinfo: PrInfo::GUARD.union(PrInfo::REF_TAG),
             ..command
         };
-        assert_eq!(verify(&format, &data, &bad_app, &no_app), Ok(()));
+        assert_eq!(verify(format, &data, &bad_app, &no_app), Ok(()));
         let no_ref = CommandPi {
             prinfo: PrInfo::GUARD.union(PrInfo::APP_TAG),
             ..command
         };
-        assert_eq!(verify(&format, &data, &bad_ref, &no_ref), Ok(()));
+        assert_eq!(verify(format, &data, &bad_ref, &no_ref), Ok(()));
     }
 
     #[test]
     fn app_tag_mask_limits_the_check() {
         let format = format(512, 8);
-        let (data, metadata) = protected(&format);
+        let (data, metadata) = protected(format);
         // Stored app tag 1000 = 0x03E8; expect 0x00E8 under mask 0x00FF.
         let command = CommandPi {
             app_tag: 0x00E8,
             app_tag_mask: 0x00FF,
             ..CommandPi::type1(1000)
         };
-        assert_eq!(verify(&format, &data, &metadata, &command), Ok(()));
+        assert_eq!(verify(format, &data, &metadata, &command), Ok(()));
         let command = CommandPi {
             app_tag_mask: 0xFF00,
             ..command
         };
         assert_eq!(
-            verify(&format, &data, &metadata, &command),
+            verify(format, &data, &metadata, &command),
             Err(Status::APP_TAG_CHECK)
         );
     }
@@ -481,30 +489,31 @@ mod tests {
         let format = format(512, 8);
         let data = vec![1; 2 * 512];
         let mut metadata = vec![0; 16];
-        protect(&format, &data, &mut metadata, u32::MAX, 7);
+        protect(format, &data, &mut metadata, u32::MAX, 7);
         let command = CommandPi {
             ref_tag: u32::MAX,
             app_tag: 7,
             ..CommandPi::type1(0)
         };
-        assert_eq!(verify(&format, &data, &metadata, &command), Ok(()));
+        assert_eq!(verify(format, &data, &metadata, &command), Ok(()));
         assert_eq!(Pi::from_bytes(metadata[8..].try_into().unwrap()).ref_tag, 0);
     }
 
     #[test]
     fn escape_app_tag_disables_the_checks() {
-        let format = format(512, 16);
+        let namespace = namespace(512, 16);
+        let format = namespace.format();
         let data = vec![9; 512];
-        let erased = format.erased_metadata();
+        let erased = namespace.erased_metadata();
         assert_eq!(
-            verify(&format, &data, &erased[..16], &CommandPi::type1(5)),
+            verify(format, &data, &erased[..16], &CommandPi::type1(5)),
             Ok(())
         );
         let mut metadata = vec![0; 16];
-        protect(&format, &data, &mut metadata, 5, 0xFFFF);
+        protect(format, &data, &mut metadata, 5, 0xFFFF);
         metadata[8] ^= 0xFF; // the guard
         assert_eq!(
-            verify(&format, &data, &metadata, &CommandPi::type1(5)),
+            verify(format, &data, &metadata, &CommandPi::type1(5)),
             Ok(())
         );
     }
@@ -514,16 +523,16 @@ mod tests {
         let format = format(512, 8);
         let command = CommandPi::type1(0);
         assert_eq!(
-            verify(&format, &[0; 511], &[0; 8], &command),
+            verify(format, &[0; 511], &[0; 8], &command),
             Err(Status::INVALID_FIELD)
         );
         assert_eq!(
-            verify(&format, &[0; 512], &[0; 16], &command),
+            verify(format, &[0; 512], &[0; 16], &command),
             Err(Status::INVALID_FIELD)
         );
-        let no_pi = NamespaceConfig::new(1, 8, 512).validate().unwrap();
+        let no_pi = NamespaceConfig::new(1, 8, 512).validate().unwrap().format();
         assert_eq!(
-            verify(&no_pi, &[0; 512], &[], &command),
+            verify(no_pi, &[0; 512], &[], &command),
             Err(Status::INVALID_FIELD)
         );
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::status::Status;
 
-use super::config::Format;
+use super::config::NamespaceFormat;
 use super::store::{blocks_of, BlockStore};
 
 /// Data bytes per chunk: 128 blocks of 512 B or 16 of 4 KiB. Small enough
@@ -23,14 +23,14 @@ pub const CHUNK_DATA_BYTES: usize = 64 * 1024;
 /// A sparse in-memory block store.
 #[derive(Debug)]
 pub struct RamStore {
-    format: Format,
+    format: NamespaceFormat,
     chunk_blocks: u64,
     /// Chunk index → data of `chunk_blocks` blocks, then their metadata.
     chunks: BTreeMap<u64, Box<[u8]>>,
 }
 
 impl RamStore {
-    pub fn new(format: Format) -> RamStore {
+    pub fn new(format: NamespaceFormat) -> RamStore {
         RamStore {
             format,
             chunk_blocks: (CHUNK_DATA_BYTES / format.lba_size()) as u64,
@@ -38,7 +38,7 @@ impl RamStore {
         }
     }
 
-    pub fn format(&self) -> &Format {
+    pub fn format(&self) -> &NamespaceFormat {
         &self.format
     }
 

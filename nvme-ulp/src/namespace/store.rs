@@ -11,7 +11,7 @@ use core::fmt;
 
 use crate::status::Status;
 
-use super::config::Format;
+use super::config::NamespaceFormat;
 use super::file::{FileMode, FileStore};
 use super::ram::RamStore;
 
@@ -20,7 +20,7 @@ use super::ram::RamStore;
 /// the same number of blocks' metadata.
 ///
 /// A block never written, zeroed or deallocated reads as zero data and
-/// [`Format::erased_metadata`].
+/// [`NamespaceFormat::erased_metadata`].
 pub trait BlockStore: Send {
     /// Reads the blocks from `lba` into `data` and `metadata`.
     ///
@@ -142,7 +142,7 @@ impl fmt::Display for StorageMode {
 /// The block count `data` and `metadata` describe at `lba`, checked
 /// against `format`: whole blocks, matching metadata, inside the namespace.
 pub(crate) fn blocks_of(
-    format: &Format,
+    format: &NamespaceFormat,
     lba: u64,
     data_len: usize,
     metadata_len: usize,

@@ -92,7 +92,7 @@ fn round_trips_on_every_backend_and_format() {
                 let what = format!("{backend:?} {lba_size}+{metadata_size} {protection}");
                 let data = pattern(4 * format.lba_size(), 1);
                 let mut metadata = pattern(4 * format.metadata_size(), 2);
-                protect(&format, &data, &mut metadata, 10, 10);
+                protect(format.format(), &data, &mut metadata, 10, 10);
                 let pi = CommandPi::type1(10);
                 namespace
                     .write(10, 4, &pi, &data, &metadata, true)
@@ -183,10 +183,16 @@ fn verified(backend: Backend) -> Fixture {
 }
 
 /// Block data and metadata with correct PI for `slba` (ulp.md §3.7 tags).
-fn protected(format: &Format, slba: u64, nlb: u32, seed: u64) -> (Vec<u8>, Vec<u8>) {
+fn protected(format: &NamespaceFormat, slba: u64, nlb: u32, seed: u64) -> (Vec<u8>, Vec<u8>) {
     let data = pattern(nlb as usize * format.lba_size(), seed);
     let mut metadata = pattern(nlb as usize * format.metadata_size(), seed + 1);
-    protect(format, &data, &mut metadata, slba as u32, slba as u16);
+    protect(
+        format.format(),
+        &data,
+        &mut metadata,
+        slba as u32,
+        slba as u16,
+    );
     (data, metadata)
 }
 
@@ -229,7 +235,7 @@ fn verified_writes_refuse_bad_pi_and_write_nothing() {
         // The wrong LBA: reference tag made for block 21 written at 20.
         let shifted = pattern(4096, 3);
         let mut shifted_metadata = vec![0; 16];
-        protect(&format, &shifted, &mut shifted_metadata, 21, 20);
+        protect(format.format(), &shifted, &mut shifted_metadata, 21, 20);
         assert_eq!(
             namespace.write(
                 20,
@@ -327,7 +333,7 @@ fn opaque_namespaces_store_anything() {
         let metadata = pattern(3 * 16, 12);
         let pi = CommandPi::type1(5);
         assert_eq!(
-            pi::verify(namespace.format(), &data, &metadata, &pi),
+            pi::verify(namespace.format().format(), &data, &metadata, &pi),
             Err(Status::GUARD_CHECK),
             "the metadata is not valid PI"
         );
@@ -441,7 +447,13 @@ fn check_against_oracle(namespace: &mut Namespace, steps: &[Step]) -> Result<(),
                 let data = pattern(nlb as usize * lba_size, seed);
                 let mut metadata = pattern(nlb as usize * metadata_size, !seed);
                 let pi = oracle_pi(slba);
-                protect(&format, &data, &mut metadata, pi.ref_tag, pi.app_tag);
+                protect(
+                    format.format(),
+                    &data,
+                    &mut metadata,
+                    pi.ref_tag,
+                    pi.app_tag,
+                );
                 let result = namespace.write(slba, nlb, &pi, &data, &metadata, false);
                 let expected = expected_status(slba, nlb);
                 prop_assert_eq!(result, expected, "{:?}", step);

@@ -362,6 +362,11 @@ impl<S: BlockStore + 'static> Workers<S> {
         self.queue_depth
     }
 
+    /// Whether a worker serves `sqid`.
+    pub fn serves(&self, sqid: u8) -> bool {
+        self.route[usize::from(sqid)].is_some()
+    }
+
     /// Lets every worker finish its queue, joins them and returns their
     /// namespaces (those of a worker that panicked are lost).
     pub fn shutdown(mut self) -> Vec<Namespace<S>> {
@@ -469,7 +474,7 @@ mod tests {
 
     use super::*;
     use crate::namespace::buffer::BufferPool;
-    use crate::namespace::config::{Format, NamespaceConfig, Protection};
+    use crate::namespace::config::{NamespaceConfig, NamespaceFormat, Protection};
     use crate::namespace::file::FileOptions;
     use crate::namespace::pi::protect;
     use crate::namespace::ram::RamStore;
@@ -576,7 +581,7 @@ mod tests {
         dropped: Arc<AtomicBool>,
     }
 
-    fn format() -> Format {
+    fn format() -> NamespaceFormat {
         NamespaceConfig::new(1, 1024, 512).validate().unwrap()
     }
 
@@ -805,7 +810,7 @@ mod tests {
             (2, 1, 4096, 8),
             (3, 1, 4096, 16),
         ];
-        let formats: Vec<Format> = specs
+        let formats: Vec<NamespaceFormat> = specs
             .iter()
             .flat_map(|spec| spec.namespaces.iter().map(|ns| *ns.format()))
             .collect();
@@ -847,7 +852,13 @@ mod tests {
                         );
                         let mut metadata = content(!tag, nlb as usize * metadata_size);
                         let format = formats[tag as usize % 4];
-                        protect(&format, &completion.data, &mut metadata, slba as u32, 0x77);
+                        protect(
+                            format.format(),
+                            &completion.data,
+                            &mut metadata,
+                            slba as u32,
+                            0x77,
+                        );
                         assert_eq!(&completion.metadata[..], &metadata[..]);
                     }
                     assert!(seen.insert(tag, ()).is_none(), "tag {tag} completed twice");
@@ -876,7 +887,13 @@ mod tests {
                     data.copy_from_slice(&content(next, data_len));
                     metadata.copy_from_slice(&content(!next, metadata_len));
                     let format = formats[next as usize % 4];
-                    protect(&format, &data, &mut metadata, pi.ref_tag, pi.app_tag);
+                    protect(
+                        format.format(),
+                        &data,
+                        &mut metadata,
+                        pi.ref_tag,
+                        pi.app_tag,
+                    );
                     Request::write(next, nsid, slba, nlb, data, metadata)
                 } else {
                     Request::read(next, nsid, slba, nlb, data, metadata)

@@ -106,6 +106,12 @@ pub use write_data::{WriteDataRequest, WriteDataResponse};
 /// The NBTH Version every packet carries (NVMe-0.9 §8.2: "must be set to 1").
 pub const VERSION: u8 = 1;
 
+/// The ULP code of the Falcon NACK (complete-in-error) that answers a
+/// request whose NVMe packet does not parse or is of a type its receiver
+/// never gets. NVMe-0.9 defines no NACK codes; the value is opaque to
+/// Falcon and reaches the peer's completion as its `ulp_nack_code`.
+pub const MALFORMED_NACK_CODE: u8 = 0x01;
+
 /// Most data a Read Response or Write Data Response carries: 4096 bytes of
 /// data and 128 bytes of metadata (NVMe-0.9 §8.4 p.31, §8.7 p.34).
 pub const MAX_DATA_LEN: usize = 4224;
