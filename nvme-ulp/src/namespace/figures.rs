@@ -34,7 +34,7 @@ fn namespace_figures(name: &str, mut namespace: Namespace, fua: bool) {
     let writes = rate(BUDGET, |i| {
         let slba = i % BLOCKS;
         data[..8].copy_from_slice(&i.to_le_bytes());
-        protect(&format, &data, &mut metadata, slba as u32, 0);
+        protect(format.format(), &data, &mut metadata, slba as u32, 0);
         let pi = CommandPi {
             app_tag: 0,
             ..CommandPi::type1(slba)
