@@ -14,6 +14,7 @@ pub mod error;
 pub mod memory;
 pub mod metrics;
 pub mod nbd;
+pub mod nvme;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
