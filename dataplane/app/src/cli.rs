@@ -1047,6 +1047,14 @@ pub enum NbdBackendKind {
     /// written), completed inline; lost at exit. Measures the gateway's
     /// own ceiling.
     Ram,
+    /// NVMe over Falcon: each read and write is an iCMD of the NVMe
+    /// initiator of an in-process pair (two engines over the in-process
+    /// loopback, PSP on, Swift, unordered connection) whose target holds
+    /// the export in a RAM namespace of 512-byte LBAs, on its own lcore
+    /// thread. Minimum block size 512 B, maximum payload 1 MiB (one iCMD);
+    /// flush and FUA; no trim or write-zeroes (NVMe over Falcon maps only
+    /// Read and Write).
+    Falcon,
 }
 
 #[cfg(test)]
