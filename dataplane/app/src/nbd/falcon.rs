@@ -286,6 +286,11 @@ impl Lcore {
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => closed = true,
                 }
+            } else if !busy {
+                // Waiting on the storage worker or the connections' threads,
+                // which may share this core (the gateway pinned to one CPU):
+                // give them the core rather than spin through their slice.
+                std::thread::yield_now();
             }
         }
         // Requests still here are answered EIO by their dropped Completion.

@@ -245,11 +245,17 @@ impl NvmePair {
         self.initiator.outstanding() < self.initiator.config().queue_depth
     }
 
-    /// One turn of each loop; `false` when neither did anything.
+    /// One turn of each loop; `false` when neither did anything (the
+    /// storage worker may still be busy: see [`storage_busy`](Self::storage_busy)).
     pub fn turn(&mut self) -> bool {
         let a = self.a.turn(&mut self.initiator);
         let b = self.b.turn(&mut self.target);
-        !a.is_idle() || !b.is_idle() || self.target.io_in_flight() > 0
+        !a.is_idle() || !b.is_idle()
+    }
+
+    /// Requests on the target's storage worker.
+    pub fn storage_busy(&self) -> bool {
+        self.target.io_in_flight() > 0
     }
 
     pub fn stats(&self) -> PairStats {
