@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The NBD gateway against the reference server, the same fio job on each,
-# alternating, in one run (DESIGN §8: the gateway over NVMe-over-Falcon must
-# reach >= 0.7 of `nbdkit memory`; with the RAM backend this measures the
-# gateway's own ceiling).
+# alternating, in one run (DESIGN §8: the gateway over NVMe-over-Falcon,
+# `--backend falcon`, must reach >= 0.7 of `nbdkit memory`; with the RAM
+# backend this measures the gateway's own ceiling).
 #
-#   scripts/bench-nbd.sh [--backend ram] [--runs 5] [--seconds 5] [--json]
+#   scripts/bench-nbd.sh [--backend ram|falcon] [--runs 5] [--seconds 5] [--json]
 #
 # Each run: `falcon nbd-gateway --backend B --size 64M` and `nbdkit memory
 # 64M` on a Unix socket, each pinned to CPU 0, with fio on CPU 1 (4 KiB
@@ -24,10 +24,11 @@ while [ $# -gt 0 ]; do
         --runs) runs="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
         --json) json=1; shift ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-nbd: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
+case "$backend" in ram|falcon) ;; *) echo "bench-nbd: --backend wants ram or falcon" >&2; exit 2 ;; esac
 case "$runs" in ''|*[!0-9]*|0) echo "bench-nbd: --runs wants a positive integer" >&2; exit 2 ;; esac
 case "$seconds" in ''|*[!0-9]*|0) echo "bench-nbd: --seconds wants a positive integer" >&2; exit 2 ;; esac
 

@@ -91,6 +91,94 @@ pub enum Command {
     /// (`--json`: one object on stdout). Try it with
     /// `nbdinfo 'nbd+unix:///?socket=PATH'`.
     NbdGateway(NbdGatewayArgs),
+    /// NVMe I/O with spdk_nvme_perf's options and table, over NVMe over
+    /// Falcon. Today the initiator and the target run in this process (two
+    /// engines over the in-process loopback, PSP on, Swift, an unordered
+    /// connection, a RAM namespace on a storage worker thread), with
+    /// `--loss` seeded loss and reordering; the remote form (`-r`, over
+    /// UDP or DPDK) is not there yet. A line a second on stderr (IOPS,
+    /// MiB/s, errors); at the end the `Device Information` table (latency
+    /// in µs), percentiles, the Falcon figures (retransmissions, drops by
+    /// reason, RNR NACKs) and the NVMe errors by status (`--json`: one
+    /// object). Exits 1 on any non-success status (unless
+    /// `--allow-errors`) or, with `--verify`, any read that differs from
+    /// what was written.
+    NvmePerf(NvmePerfArgs),
+}
+
+/// `falcon nvme-perf`'s I/O pattern (`-w`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NvmePattern {
+    Read,
+    Write,
+    Randread,
+    Randwrite,
+    Rw,
+    Randrw,
+}
+
+/// `falcon nvme-perf`: spdk_nvme_perf's options where they apply.
+#[derive(Debug, Clone, Args)]
+pub struct NvmePerfArgs {
+    /// Queue depth: I/Os outstanding at most.
+    #[arg(short = 'q', long = "queue-depth", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: u32,
+    /// I/O size: bytes or with a suffix (`4k`, `128k`, `1M`), 4 KiB to
+    /// 1 MiB, a multiple of the LBA size. Offsets are aligned to it.
+    #[arg(short = 'o', long = "io-size", value_name = "BYTES", default_value = "4k", value_parser = crate::cmd::nbd_gateway::parse_size)]
+    pub io_size: u64,
+    /// I/O pattern.
+    #[arg(short = 'w', long = "workload", value_enum, default_value_t = NvmePattern::Randread)]
+    pub workload: NvmePattern,
+    /// Reads, percent of the I/Os of `-w rw` and `-w randrw`.
+    #[arg(short = 'M', long = "rwmixread", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub read_percent: u8,
+    /// Run this many seconds (default 5; not with `--ios`).
+    #[arg(
+        short = 't',
+        long = "time",
+        value_name = "SECONDS",
+        conflicts_with = "ios"
+    )]
+    pub time: Option<f64>,
+    /// Run this many I/Os instead of a time.
+    #[arg(long, value_name = "N")]
+    pub ios: Option<u64>,
+    /// Check every read against what was written: each write fills its
+    /// blocks (data and metadata) with a pattern keyed by LBA and the
+    /// write's generation; a read expects the last generation written
+    /// there (zeroes before the first). I/Os never overlap one in flight.
+    #[arg(long)]
+    pub verify: bool,
+    /// LBA size of the namespace.
+    #[arg(long, value_name = "512|4096", default_value_t = 512)]
+    pub lba_size: u32,
+    /// Metadata bytes per block (separate buffers, MSET = 0; no PI).
+    #[arg(long, value_name = "0|8|16", default_value_t = 0)]
+    pub metadata: u32,
+    /// Namespace size (RAM, sparse): bytes or with a suffix.
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = crate::cmd::nbd_gateway::parse_size)]
+    pub size: u64,
+    /// Lose and reorder this percentage of the frames each way on the
+    /// in-process loopback (seeded by `--seed`).
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
+    pub loss: f64,
+    /// Seed of the offsets, the read/write mix and the faults.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The remote target (`trtype:UDP traddr:IP`, spdk_nvme_perf's `-r`):
+    /// not implemented yet; the run is in-process without it.
+    #[arg(short = 'r', long = "transport-id", value_name = "TRID")]
+    pub remote: Option<String>,
+    /// Non-success NVMe statuses do not fail the run (they are counted).
+    #[arg(long)]
+    pub allow_errors: bool,
+    /// No per-second lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// The summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `falcon pktgen`: one side of a generator/reflector pair.
@@ -959,6 +1047,14 @@ pub enum NbdBackendKind {
     /// written), completed inline; lost at exit. Measures the gateway's
     /// own ceiling.
     Ram,
+    /// NVMe over Falcon: each read and write is an iCMD of the NVMe
+    /// initiator of an in-process pair (two engines over the in-process
+    /// loopback, PSP on, Swift, unordered connection) whose target holds
+    /// the export in a RAM namespace of 512-byte LBAs, on its own lcore
+    /// thread. Minimum block size 512 B, maximum payload 1 MiB (one iCMD);
+    /// flush and FUA; no trim or write-zeroes (NVMe over Falcon maps only
+    /// Read and Write).
+    Falcon,
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod error;
 pub mod memory;
 pub mod metrics;
 pub mod nbd;
+pub mod nvme;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
@@ -64,6 +65,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Run(args) => cmd::run::main(&args),
         Command::NbdGateway(args) => cmd::nbd_gateway::main(&args),
+        Command::NvmePerf(args) => cmd::nvme_perf::main(&args),
         Command::Pktgen(args) => {
             let report = cmd::pktgen::run(&args)?;
             cmd::pktgen::outcome(&report, args.json)

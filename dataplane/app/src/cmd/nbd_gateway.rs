@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::cli::{NbdBackendKind, NbdGatewayArgs};
 use crate::error::{AppError, Result};
 use crate::nbd::backend::Backend;
+use crate::nbd::falcon::{FalconBackend, GatewayFigures};
 use crate::nbd::ram::RamBackend;
 use crate::nbd::server::Server;
 use crate::nbd::stats::Snapshot;
@@ -40,6 +41,9 @@ pub struct Report {
     pub counters: Snapshot,
     /// Connections still busy when the drain time ran out.
     pub undrained_connections: usize,
+    /// `--backend falcon`: the iCMDs, their errors and what Falcon did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub falcon: Option<GatewayFigures>,
     pub ok: bool,
 }
 
@@ -69,7 +73,7 @@ pub fn main(args: &NbdGatewayArgs) -> Result<()> {
         ));
     }
     init_logs();
-    let backend = backend(args.backend, args.size)?;
+    let (backend, falcon) = backend(args.backend, args.size)?;
     let signalled = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&signalled))
@@ -110,6 +114,7 @@ pub fn main(args: &NbdGatewayArgs) -> Result<()> {
         }
     };
     let stopped = server.stop(Duration::from_secs_f64(args.drain));
+    let falcon = falcon.and_then(|backend| backend.shutdown());
     let elapsed = start.elapsed().as_secs_f64();
     let counters = server.stats();
     let report = Report {
@@ -125,6 +130,7 @@ pub fn main(args: &NbdGatewayArgs) -> Result<()> {
         write_mib_per_s: counters.written_bytes as f64 / MIB / elapsed,
         counters,
         undrained_connections: stopped.undrained,
+        falcon,
         ok: stopped.undrained == 0,
     };
     if args.json {
@@ -147,14 +153,26 @@ const MIB: f64 = (1u64 << 20) as f64;
 fn backend_name(kind: NbdBackendKind) -> &'static str {
     match kind {
         NbdBackendKind::Ram => "ram",
+        NbdBackendKind::Falcon => "falcon",
     }
 }
 
-fn backend(kind: NbdBackendKind, size: u64) -> Result<Arc<dyn Backend>> {
+/// The backend, and with `--backend falcon` the same as a
+/// [`FalconBackend`] (stopped after the server, for its figures).
+type Backends = (Arc<dyn Backend>, Option<Arc<FalconBackend>>);
+
+fn backend(kind: NbdBackendKind, size: u64) -> Result<Backends> {
     match kind {
-        NbdBackendKind::Ram => Ok(Arc::new(
-            RamBackend::new(size).map_err(|e| AppError::Usage(format!("--size: {e}")))?,
+        NbdBackendKind::Ram => Ok((
+            Arc::new(RamBackend::new(size).map_err(|e| AppError::Usage(format!("--size: {e}")))?),
+            None,
         )),
+        NbdBackendKind::Falcon => {
+            let backend = FalconBackend::new(size, nvme_ulp::layout::LbaSize::B512)
+                .map_err(|e| AppError::Usage(format!("--size: {e}")))?;
+            let backend = Arc::new(backend);
+            Ok((Arc::clone(&backend) as Arc<dyn Backend>, Some(backend)))
+        }
     }
 }
 
@@ -234,6 +252,18 @@ fn print_text(r: &Report) {
         "  errors {} {:?}; connections {}, closed on a protocol violation {:?}; undrained {}",
         c.errors, c.errors_by_code, c.connections, c.closed_by_reason, r.undrained_connections
     );
+    if let Some(f) = &r.falcon {
+        println!(
+            "  NVMe over Falcon: {} iCMDs, {} failed (EIO) {:?}, {} refused, {} unsupported requests",
+            f.icmds, f.icmd_errors, f.errors_by_status, f.refused, f.unsupported
+        );
+        if let Some(falcon) = &f.falcon {
+            println!(
+                "  Falcon: {} nCMDs, {} retransmissions, {} RNR NACKs, drops {:?}",
+                falcon.ncmds, falcon.retransmissions, falcon.rnr_nacks, falcon.drops
+            );
+        }
+    }
 }
 
 /// Structured logs on stderr (`RUST_LOG` filters; default `info`).

@@ -17,6 +17,7 @@
 //! request at a time, synchronously, without `NBD_OPT_GO`.
 
 pub mod backend;
+pub mod falcon;
 pub mod handshake;
 pub mod proto;
 pub mod ram;

@@ -1,0 +1,542 @@
+//! The NVMe-over-Falcon backend: NBD requests become iCMDs of the
+//! initiator of an in-process NVMe pair ([`crate::nvme`]), whose target
+//! holds the export in a RAM namespace.
+//!
+//! Layer: backend. The pair lives on its own thread, the lcore thread,
+//! which turns both loops and owns the initiator: [`Backend::submit`]
+//! (called on the connections' reader threads) only passes the request
+//! over a channel, and the lcore thread completes it when its iCMD does.
+//!
+//! The mapping (NVMe-0.9 §6, ulp.md §3.1: NVMe over Falcon maps only Read
+//! and Write):
+//!
+//! * READ and WRITE: one iCMD each. The export advertises its LBA size as
+//!   the minimum block size (so clients send aligned I/O) and 1 MiB, the
+//!   largest iCMD, as the maximum payload (the transmission phase refuses
+//!   larger requests, so none needs splitting). WRITE's FUA flag becomes
+//!   the iCMD's FUA.
+//! * FLUSH completes once every write received before it has completed:
+//!   the RAM namespace has nothing more to make durable, and a write
+//!   completes only when the target has stored it.
+//! * TRIM and WRITE_ZEROES are not advertised: the protocol has no command
+//!   for them, and emulating WRITE_ZEROES with data writes would tell
+//!   clients that zeroing is cheap when it costs a full write (qemu-img
+//!   then writes or skips the zero blocks itself).
+//! * A command that fails (a status other than success, a command the
+//!   initiator refuses) is answered `NBD_EIO` and counted; nothing is
+//!   dropped silently (a request lost with the thread is answered `EIO` by
+//!   its dropped [`Completion`]).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nvme_ulp::data::HostBuffers;
+use nvme_ulp::initiator::{Icmd, IcmdBuffers, RefuseReason};
+use nvme_ulp::layout::{Format, LbaSize, MetadataSize};
+use nvme_ulp::status::StatusCounts;
+use nvme_ulp::Status;
+use serde::Serialize;
+
+use super::backend::{
+    Backend, BackendError, BlockSize, Capabilities, Completion, Geometry, Op, Request,
+};
+use crate::cmd::nvme_perf::{errors_by_status, FalconFigures};
+use crate::nvme::{NvmePair, PairConfig, NSID};
+
+/// Largest NBD payload: the largest iCMD (NVMe-0.9 §6.5, the initiator's
+/// MDTS of 256 nCMDs of 4 KiB).
+pub const MAX_PAYLOAD: u32 = 1 << 20;
+
+/// iCMDs outstanding at most; requests beyond wait on the lcore thread.
+const QUEUE_DEPTH: usize = 256;
+
+/// How long an idle lcore thread sleeps waiting for a request.
+const IDLE_WAIT: Duration = Duration::from_millis(1);
+
+/// How long stopping waits for the iCMDs in flight.
+const STOP_DRAIN: Duration = Duration::from_secs(35);
+
+/// What the backend did (the gateway's summary).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GatewayFigures {
+    pub icmds: u64,
+    /// iCMDs that completed with a status other than success, or that the
+    /// initiator refused: answered `NBD_EIO`.
+    pub icmd_errors: u64,
+    pub errors_by_status: std::collections::BTreeMap<&'static str, u64>,
+    pub refused: u64,
+    /// Requests of a kind this backend does not advertise: `NBD_EINVAL`.
+    pub unsupported: u64,
+    pub flushes: u64,
+    pub falcon: Option<FalconFigures>,
+}
+
+/// A request on its way to the lcore thread.
+struct Job {
+    request: Request,
+    completion: Completion,
+    /// A write's number in arrival order (set by the lcore thread).
+    write: Option<u64>,
+}
+
+/// The backend (see the module doc).
+pub struct FalconBackend {
+    geometry: Geometry,
+    jobs: Mutex<Option<Sender<Job>>>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<GatewayFigures>>>,
+}
+
+impl std::fmt::Debug for FalconBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FalconBackend")
+            .field("geometry", &self.geometry)
+            .finish()
+    }
+}
+
+impl FalconBackend {
+    /// An export of `size` bytes (a multiple of `lba_size`) in the target's
+    /// RAM namespace, its pair on a new lcore thread.
+    ///
+    /// # Errors
+    ///
+    /// A sentence when the size is not whole blocks or the pair cannot be
+    /// built.
+    pub fn new(size: u64, lba_size: LbaSize) -> Result<FalconBackend, String> {
+        let lba = lba_size.bytes() as u32;
+        let geometry = Geometry {
+            size,
+            block: BlockSize {
+                minimum: lba,
+                preferred: 4096,
+                maximum: MAX_PAYLOAD,
+            },
+            caps: Capabilities {
+                read_only: false,
+                flush: true,
+                fua: true,
+                trim: false,
+                write_zeroes: false,
+                // One target namespace behind every connection, no cache.
+                multi_conn: true,
+            },
+        };
+        geometry.validate()?;
+        let config = PairConfig {
+            format: Format {
+                lba_size,
+                metadata: MetadataSize::None,
+            },
+            size,
+            queue_depth: QUEUE_DEPTH,
+            ..PairConfig::default()
+        };
+        let (jobs, rx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("nvme-lcore".into())
+            .spawn(move || {
+                let pair = match NvmePair::new(&config) {
+                    Ok(pair) => {
+                        let _ = ready_tx.send(Ok(()));
+                        pair
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return GatewayFigures::default();
+                    }
+                };
+                Lcore::new(pair, lba_size).run(&rx, &stopping)
+            })
+            .map_err(|e| format!("lcore thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err("the lcore thread ended while starting".into()),
+        }
+        Ok(FalconBackend {
+            geometry,
+            jobs: Mutex::new(Some(jobs)),
+            stop,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Stops the lcore thread once the iCMDs in flight have completed (at
+    /// most the iCMD timeout) and returns what it did; `None` if it was
+    /// stopped before or ended by a panic.
+    pub fn shutdown(&self) -> Option<GatewayFigures> {
+        self.stop.store(true, Ordering::Relaxed);
+        lock(&self.jobs).take();
+        let thread = lock(&self.thread).take()?;
+        thread.join().ok()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Drop for FalconBackend {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Backend for FalconBackend {
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn submit(&self, request: Request, completion: Completion) {
+        let job = Job {
+            request,
+            completion,
+            write: None,
+        };
+        let refused = match lock(&self.jobs).as_ref() {
+            Some(jobs) => jobs.send(job).err().map(|e| e.0),
+            None => Some(job),
+        };
+        if let Some(job) = refused {
+            job.completion.complete(Err(BackendError::Shutdown));
+        }
+    }
+}
+
+/// A request whose iCMD is in flight.
+struct InFlight {
+    completion: Completion,
+    /// A write's number in arrival order.
+    write: Option<u64>,
+}
+
+/// The lcore thread's state.
+struct Lcore {
+    pair: NvmePair,
+    lba_shift: u32,
+    /// Requests that wait for room in the queue, in arrival order.
+    backlog: VecDeque<Job>,
+    /// Indexed by iCMD tag.
+    in_flight: Vec<Option<InFlight>>,
+    free_tags: Vec<u64>,
+    /// Writes received and not yet completed, by arrival number.
+    writes: BTreeSet<u64>,
+    next_write: u64,
+    /// Flushes waiting for the writes received before them: (the next
+    /// write number when the flush came, completion).
+    flushes: VecDeque<(u64, Completion)>,
+    statuses: StatusCounts,
+    figures: GatewayFigures,
+    read_buffers: Vec<HostBuffers>,
+}
+
+impl Lcore {
+    fn new(pair: NvmePair, lba_size: LbaSize) -> Lcore {
+        Lcore {
+            pair,
+            lba_shift: lba_size.shift(),
+            backlog: VecDeque::new(),
+            in_flight: (0..QUEUE_DEPTH).map(|_| None).collect(),
+            free_tags: (0..QUEUE_DEPTH as u64).rev().collect(),
+            writes: BTreeSet::new(),
+            next_write: 0,
+            flushes: VecDeque::new(),
+            statuses: StatusCounts::default(),
+            figures: GatewayFigures::default(),
+            read_buffers: Vec::new(),
+        }
+    }
+
+    /// Turns the pair until stopped and drained.
+    fn run(mut self, jobs: &Receiver<Job>, stop: &AtomicBool) -> GatewayFigures {
+        let mut closed = false;
+        let mut stopping_since: Option<Instant> = None;
+        loop {
+            while !closed {
+                match jobs.try_recv() {
+                    Ok(job) => self.accept(job),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => closed = true,
+                }
+            }
+            self.start_backlog();
+            let busy = self.pair.turn();
+            self.complete();
+            let idle = self.pair.outstanding() == 0 && self.backlog.is_empty();
+            if (closed || stop.load(Ordering::Relaxed)) && idle {
+                break;
+            }
+            if stop.load(Ordering::Relaxed) {
+                let since = *stopping_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > STOP_DRAIN {
+                    break;
+                }
+            }
+            if idle && !busy && !closed {
+                match jobs.recv_timeout(IDLE_WAIT) {
+                    Ok(job) => self.accept(job),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => closed = true,
+                }
+            } else if !busy {
+                // Waiting on the storage worker or the connections' threads,
+                // which may share this core (the gateway pinned to one CPU):
+                // give them the core rather than spin through their slice.
+                std::thread::yield_now();
+            }
+        }
+        // Requests still here are answered EIO by their dropped Completion.
+        let stats = self.pair.stats();
+        self.figures.errors_by_status = errors_by_status(&self.statuses);
+        self.figures.falcon = Some(FalconFigures::from_stats(&stats));
+        self.figures
+    }
+
+    /// A request from a reader thread: a flush waits for the writes before
+    /// it, the others queue for an iCMD.
+    fn accept(&mut self, mut job: Job) {
+        match job.request.op {
+            Op::Flush => {
+                self.figures.flushes += 1;
+                self.flushes.push_back((self.next_write, job.completion));
+                self.complete_flushes();
+            }
+            Op::Trim { .. } | Op::WriteZeroes { .. } => {
+                self.figures.unsupported += 1;
+                job.completion.complete(Err(BackendError::InvalidArgument));
+            }
+            Op::Write { .. } => {
+                self.writes.insert(self.next_write);
+                job.write = Some(self.next_write);
+                self.next_write += 1;
+                self.backlog.push_back(job);
+            }
+            Op::Read => self.backlog.push_back(job),
+        }
+    }
+
+    /// Submits queued requests while there is room.
+    fn start_backlog(&mut self) {
+        while self.pair.has_room() {
+            let Some(&tag) = self.free_tags.last() else {
+                break;
+            };
+            let Some(job) = self.backlog.pop_front() else {
+                break;
+            };
+            let Job {
+                request,
+                completion,
+                write,
+            } = job;
+            let slba = request.offset >> self.lba_shift;
+            let blocks = u64::from(request.length) >> self.lba_shift;
+            let icmd = match request.op {
+                Op::Read => {
+                    let buffers = self.read_buffers.pop().unwrap_or_default();
+                    Icmd::read(tag, NSID, slba, 0, buffers)
+                }
+                Op::Write { data, fua } => {
+                    let icmd = Icmd::write(tag, NSID, slba, 0, Arc::new(HostBuffers::new(data)));
+                    if fua {
+                        icmd.with_fua()
+                    } else {
+                        icmd
+                    }
+                }
+                // Accepted requests are reads and writes only.
+                Op::Flush | Op::Trim { .. } | Op::WriteZeroes { .. } => {
+                    completion.complete(Err(BackendError::InvalidArgument));
+                    continue;
+                }
+            };
+            let Some(nlb) = blocks.checked_sub(1).and_then(|n| u16::try_from(n).ok()) else {
+                self.fail(write, completion);
+                continue;
+            };
+            let icmd = Icmd { nlb, ..icmd };
+            match self.pair.submit(icmd) {
+                Ok(()) => {
+                    self.free_tags.pop();
+                    self.figures.icmds += 1;
+                    self.in_flight[tag as usize] = Some(InFlight { completion, write });
+                }
+                Err(refused) if refused.reason == RefuseReason::QueueFull => {
+                    let op = match refused.icmd.buffers {
+                        IcmdBuffers::Write(buffers) => Op::Write {
+                            data: Arc::try_unwrap(buffers).map(|b| b.data).unwrap_or_default(),
+                            fua: refused.icmd.fua,
+                        },
+                        IcmdBuffers::Read(_) => Op::Read,
+                    };
+                    self.backlog.push_front(Job {
+                        request: Request { op, ..request },
+                        completion,
+                        write,
+                    });
+                    break;
+                }
+                Err(refused) => {
+                    tracing::warn!(offset = request.offset, "iCMD refused: {refused}");
+                    self.figures.refused += 1;
+                    self.fail(write, completion);
+                }
+            }
+        }
+    }
+
+    /// Answers a request whose iCMD could not be sent: `NBD_EIO`.
+    fn fail(&mut self, write: Option<u64>, completion: Completion) {
+        self.figures.icmd_errors += 1;
+        completion.complete(Err(BackendError::Io));
+        if let Some(number) = write {
+            self.writes.remove(&number);
+            self.complete_flushes();
+        }
+    }
+
+    /// Answers the requests whose iCMDs completed.
+    fn complete(&mut self) {
+        while let Some(done) = self.pair.poll_completion() {
+            let tag = done.tag;
+            let Some(in_flight) = self.in_flight.get_mut(tag as usize).and_then(Option::take)
+            else {
+                tracing::error!(tag, "a completion names no request in flight");
+                continue;
+            };
+            self.free_tags.push(tag);
+            self.statuses.record(done.status);
+            let ok = done.status == Status::SUCCESS;
+            if !ok {
+                self.figures.icmd_errors += 1;
+            }
+            match done.buffers {
+                IcmdBuffers::Read(buffers) if ok => {
+                    in_flight.completion.complete(Ok(buffers.data));
+                }
+                IcmdBuffers::Read(buffers) => {
+                    self.read_buffers.push(buffers);
+                    in_flight.completion.complete(Err(BackendError::Io));
+                }
+                IcmdBuffers::Write(_) => {
+                    let result = if ok {
+                        Ok(Vec::new())
+                    } else {
+                        Err(BackendError::Io)
+                    };
+                    in_flight.completion.complete(result);
+                }
+            }
+            if let Some(number) = in_flight.write {
+                self.writes.remove(&number);
+            }
+        }
+        self.complete_flushes();
+    }
+
+    /// Flushes whose earlier writes have all completed.
+    fn complete_flushes(&mut self) {
+        let oldest = self.writes.first().copied().unwrap_or(u64::MAX);
+        while self
+            .flushes
+            .front()
+            .is_some_and(|&(next, _)| next <= oldest)
+        {
+            if let Some((_, completion)) = self.flushes.pop_front() {
+                completion.complete(Ok(Vec::new()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::channel;
+
+    use super::super::backend::Kind;
+    use super::*;
+
+    fn submit(
+        backend: &FalconBackend,
+        op: Op,
+        offset: u64,
+        length: u32,
+    ) -> Receiver<super::super::backend::Reply> {
+        let (tx, rx) = channel();
+        let kind = op.kind();
+        backend.submit(
+            Request { op, offset, length },
+            Completion::new(offset, kind, length, tx),
+        );
+        rx
+    }
+
+    /// Writes read back; a flush completes after the writes before it; a
+    /// request past the end fails EIO; trim is refused.
+    #[test]
+    fn reads_writes_and_flushes_over_the_pair() {
+        let backend = FalconBackend::new(8 << 20, LbaSize::B512).expect("backend");
+        let g = backend.geometry();
+        assert_eq!((g.block.minimum, g.block.maximum), (512, 1 << 20));
+        assert!(g.caps.flush && !g.caps.trim && !g.caps.write_zeroes);
+        let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+        let writes: Vec<_> = (0..4u64)
+            .map(|i| {
+                let op = Op::Write {
+                    data: data.clone(),
+                    fua: i == 3,
+                };
+                submit(&backend, op, i << 20, 1 << 20)
+            })
+            .collect();
+        let flush = submit(&backend, Op::Flush, 0, 0);
+        let flush = flush.recv_timeout(Duration::from_secs(20)).expect("flush");
+        assert_eq!(flush.error, 0);
+        // The flush came after the writes were received: all done by now.
+        for write in writes {
+            let reply = write.try_recv().expect("write completed before the flush");
+            assert_eq!(reply.error, 0);
+        }
+        let read = submit(&backend, Op::Read, 2 << 20, 1 << 20);
+        let read = read.recv_timeout(Duration::from_secs(20)).expect("read");
+        assert_eq!(read.error, 0);
+        assert!(read.data == data);
+        let small = submit(&backend, Op::Read, (1 << 20) + 512, 512);
+        let small = small.recv_timeout(Duration::from_secs(20)).expect("read");
+        assert_eq!(small.data, data[512..1024]);
+        let trim = submit(&backend, Op::Trim { fua: false }, 0, 4096);
+        let trim = trim.recv_timeout(Duration::from_secs(20)).expect("trim");
+        assert_eq!(trim.error, super::super::proto::errno::EINVAL);
+        assert_eq!(trim.kind, Kind::Trim);
+        let figures = backend.shutdown().expect("figures");
+        assert_eq!(figures.icmds, 6);
+        assert_eq!(figures.icmd_errors, 0);
+        assert_eq!(figures.unsupported, 1);
+        assert_eq!(figures.flushes, 1);
+        // After shutdown: refused, never lost.
+        let late = submit(&backend, Op::Read, 0, 512);
+        let late = late.recv_timeout(Duration::from_secs(1)).expect("answered");
+        assert_eq!(late.error, super::super::proto::errno::ESHUTDOWN);
+    }
+
+    /// A failed iCMD (here: beyond the target namespace, which the
+    /// transmission phase would have refused) is answered EIO and counted.
+    #[test]
+    fn a_failed_icmd_is_eio_and_counted() {
+        let backend = FalconBackend::new(1 << 20, LbaSize::B512).expect("backend");
+        let read = submit(&backend, Op::Read, 2 << 20, 4096);
+        let read = read.recv_timeout(Duration::from_secs(20)).expect("read");
+        assert_eq!(read.error, super::super::proto::errno::EIO);
+        let figures = backend.shutdown().expect("figures");
+        assert_eq!(figures.icmd_errors, 1);
+        assert_eq!(figures.errors_by_status.values().sum::<u64>(), 1);
+    }
+}

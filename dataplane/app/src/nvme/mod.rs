@@ -1,0 +1,359 @@
+//! An NVMe-over-Falcon initiator and target in one process: what
+//! `falcon nvme-perf` and `falcon nbd-gateway --backend falcon` run.
+//!
+//! Layer: application. Two engines built from the demo's embedded default
+//! (`democfg`: PSP on, Swift in the inline RUE), connected unordered
+//! (NVMe-0.9 §7, ulp.md §3.1: NVMe completes commands in any order), over
+//! the in-process loopback with optional seeded loss and reordering
+//! ([`FaultInjector`]); each engine on an [`Lcore`] timed by the real clock
+//! ([`SystemClock`]); the target's namespace in RAM on a storage worker
+//! thread. One thread turns both loops ([`NvmePair::turn`]), as
+//! `falcon demo` does; it owns the pair: commands submit iCMDs and poll
+//! completions between turns.
+
+use std::time::Duration;
+
+use falcon_core::api::OrderingMode;
+use falcon_core::drop::DropCounters;
+use falcon_core::engine::connect;
+use falcon_core::lcore::{Lcore, SystemClock};
+use falcon_core::testing::{
+    FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
+};
+use nvme_ulp::data::NvmeData;
+use nvme_ulp::initiator::{
+    Icmd, IcmdCompletion, Initiator, InitiatorConfig, InitiatorStats, NamespaceSpec, PiPolicy,
+    Refused,
+};
+use nvme_ulp::layout::{Format, LbaSize, MetadataSize};
+use nvme_ulp::lba::{self, LbaRow, TranslationTables};
+use nvme_ulp::namespace::{Namespace, NamespaceConfig, Protection, WorkerSpec};
+use nvme_ulp::target::{Target, TargetConfig, TargetStats};
+
+use crate::democfg::build::setup;
+use crate::democfg::schema::{DemoConfig, Ordering};
+use crate::democfg::Origin;
+use crate::error::{AppError, Result};
+
+/// The initiator namespace the pair exports.
+pub const NSID: u32 = 1;
+
+/// Bytes an LBA table row covers (its chunk: chunk shift 0 is 1 GiB,
+/// NVMe-0.9 §6.6.1).
+const CHUNK_BYTES: u64 = 1 << 30;
+
+type Side = Lcore<FaultInjector<LoopbackPort>, SystemClock, NvmeData>;
+
+/// What an [`NvmePair`] is built with.
+#[derive(Debug, Clone)]
+pub struct PairConfig {
+    pub format: Format,
+    /// The namespace's size in bytes (a whole number of blocks).
+    pub size: u64,
+    /// iCMDs outstanding at most.
+    pub queue_depth: usize,
+    /// Frames lost and frames held back (reordered), parts per million
+    /// each, in both directions.
+    pub loss_ppm: u32,
+    pub seed: u64,
+    pub icmd_timeout: Duration,
+}
+
+impl Default for PairConfig {
+    fn default() -> PairConfig {
+        PairConfig {
+            format: Format {
+                lba_size: LbaSize::B512,
+                metadata: MetadataSize::None,
+            },
+            size: 64 << 20,
+            queue_depth: 128,
+            loss_ppm: 0,
+            seed: 1,
+            icmd_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Both sides' counters.
+#[derive(Debug, Clone)]
+pub struct PairStats {
+    pub initiator: InitiatorStats,
+    pub target: TargetStats,
+    /// Falcon retransmissions, both engines.
+    pub retransmissions: u64,
+    /// Frames dropped by the engines, by reason, both engines.
+    pub drops: DropCounters,
+    /// Requests the target NACKed receiver-not-ready (no tCMD slot, no
+    /// buffer, worker busy, behind parked requests).
+    pub rnr_nacks: u64,
+    /// What the loopback's fault injectors did, both directions.
+    pub faults: FaultStats,
+}
+
+/// The pair (see the module doc).
+pub struct NvmePair {
+    a: Side,
+    b: Side,
+    initiator: Initiator,
+    target: Target,
+    format: Format,
+    blocks: u64,
+}
+
+impl NvmePair {
+    /// Builds the engines, connects them and starts the storage worker.
+    ///
+    /// # Errors
+    ///
+    /// [`AppError::Usage`] for a size that is not a whole number of
+    /// blocks; [`AppError::Failed`] if the engines, the initiator or the
+    /// target refuse their configuration.
+    pub fn new(config: &PairConfig) -> Result<NvmePair> {
+        let block = config.format.lba_size.bytes() as u64;
+        if config.size == 0 || config.size % block != 0 {
+            return Err(AppError::Usage(format!(
+                "size {} is not a positive multiple of the {block}-byte LBA size",
+                config.size
+            )));
+        }
+        let blocks = config.size / block;
+        let failed =
+            |what: &str, e: &dyn std::fmt::Display| AppError::Failed(format!("{what}: {e}"));
+
+        // The demo's engines: PSP on, Swift inline; unordered for NVMe.
+        let mut demo = DemoConfig::default();
+        demo.connection.ordering = Ordering::Unordered;
+        let demo = setup(&demo, &Origin::default())?;
+        let clock = SystemClock::new();
+        let mut now_clock = clock;
+        let now = falcon_core::lcore::Clock::now(&mut now_clock);
+        let mut a = falcon_core::engine::Engine::<_, NvmeData>::new(demo.initiator.clone(), now)
+            .map_err(|e| failed("initiator engine", &e))?;
+        let mut b = falcon_core::engine::Engine::<_, NvmeData>::new(demo.target.clone(), now)
+            .map_err(|e| failed("target engine", &e))?;
+        let mut pair = demo.pair.clone();
+        pair.ordering = OrderingMode::Unordered;
+        connect(now, &mut a, &mut b, &pair).map_err(|e| failed("connect", &e))?;
+
+        let faults = Faults {
+            loss_ppm: config.loss_ppm,
+            reorder_ppm: config.loss_ppm,
+            reorder_delay: Duration::from_micros(20),
+            ..Faults::default()
+        };
+        let (pa, pb) = Loopback::pair(LoopbackConfig::default());
+        let a = Lcore::new(a, FaultInjector::new(pa, faults, config.seed), clock);
+        let b = Lcore::new(
+            b,
+            FaultInjector::new(pb, faults, config.seed ^ 0x5EED),
+            clock,
+        );
+
+        // One LBA table row per 1 GiB chunk, all on target namespace 1,
+        // SQID 0, the pair's connection (NVMe-0.9 §6.6.2).
+        let rows = config.size.div_ceil(CHUNK_BYTES) as u32;
+        let translation = lba::Namespace::new(0, rows, 0, 0, 0, config.format.lba_size)
+            .map_err(|e| failed("translation", &e))?;
+        let mut tables = TranslationTables::new(rows, 1);
+        tables
+            .set_connection(0, Some(pair.a_cid))
+            .map_err(|e| failed("translation", &e))?;
+        for row in 0..rows {
+            let entry = LbaRow {
+                valid: true,
+                target_sqid: 0,
+                connection_index: 0,
+                target_nsid: 1,
+                target_chunk: u64::from(row),
+            };
+            tables
+                .set_row(row, entry)
+                .map_err(|e| failed("translation", &e))?;
+        }
+        let initiator_config = InitiatorConfig {
+            queue_depth: config.queue_depth,
+            icmd_timeout: config.icmd_timeout,
+            ..InitiatorConfig::default()
+        };
+        let mut initiator =
+            Initiator::new(initiator_config, tables).map_err(|e| failed("initiator", &e))?;
+        let spec = NamespaceSpec {
+            translation,
+            metadata: config.format.metadata,
+            pi: PiPolicy::Off,
+        };
+        initiator
+            .add_namespace(NSID, spec)
+            .map_err(|e| failed("initiator namespace", &e))?;
+
+        let namespace = NamespaceConfig::new(1, blocks, block as u32)
+            .with_metadata(config.format.metadata.bytes() as u32, Protection::Off);
+        let namespace = Namespace::ram(&namespace).map_err(|e| failed("namespace", &e))?;
+        let target_config = TargetConfig {
+            tcmd_slots: config.queue_depth.max(32) * 2,
+            buffers: config.queue_depth.clamp(16, 256),
+            ..TargetConfig::default()
+        };
+        let target = Target::new(
+            target_config,
+            vec![WorkerSpec::new(vec![0], vec![namespace])],
+        )
+        .map_err(|e| failed("target", &e))?;
+        Ok(NvmePair {
+            a,
+            b,
+            initiator,
+            target,
+            format: config.format,
+            blocks,
+        })
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The namespace's size in blocks.
+    pub fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    /// Takes a command; its nCMDs go out on the next turn.
+    ///
+    /// # Errors
+    ///
+    /// The initiator's refusal, with the command.
+    #[allow(clippy::result_large_err)]
+    pub fn submit(&mut self, icmd: Icmd) -> std::result::Result<(), Refused> {
+        let now = falcon_core::lcore::Clock::now(&mut self.a.clock);
+        self.initiator.submit_icmd(now, icmd)
+    }
+
+    /// A finished command, if any.
+    pub fn poll_completion(&mut self) -> Option<IcmdCompletion> {
+        self.initiator.poll_completion()
+    }
+
+    /// iCMDs submitted and not yet completed.
+    pub fn outstanding(&self) -> usize {
+        self.initiator.outstanding()
+    }
+
+    /// Room for more commands.
+    pub fn has_room(&self) -> bool {
+        self.initiator.outstanding() < self.initiator.config().queue_depth
+    }
+
+    /// One turn of each loop; `false` when neither did anything (the
+    /// storage worker may still be busy: see [`storage_busy`](Self::storage_busy)).
+    pub fn turn(&mut self) -> bool {
+        let a = self.a.turn(&mut self.initiator);
+        let b = self.b.turn(&mut self.target);
+        !a.is_idle() || !b.is_idle()
+    }
+
+    /// Requests on the target's storage worker.
+    pub fn storage_busy(&self) -> bool {
+        self.target.io_in_flight() > 0
+    }
+
+    pub fn stats(&self) -> PairStats {
+        let a = self.a.engine.stats();
+        let b = self.b.engine.stats();
+        let mut drops = a.drops.clone();
+        drops.merge(&b.drops);
+        let (fa, fb) = (self.a.port.stats(), self.b.port.stats());
+        PairStats {
+            initiator: *self.initiator.stats(),
+            target: *self.target.stats(),
+            retransmissions: a.retransmissions + b.retransmissions,
+            drops,
+            rnr_nacks: {
+                let t = self.target.stats();
+                t.rnr_no_slot + t.rnr_no_buffer + t.rnr_worker_busy + t.rnr_behind_parked
+            },
+            faults: FaultStats {
+                lost: fa.lost + fb.lost,
+                duplicated: fa.duplicated + fb.duplicated,
+                reordered: fa.reordered + fb.reordered,
+                corrupted: fa.corrupted + fb.corrupted,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use nvme_ulp::data::HostBuffers;
+    use nvme_ulp::initiator::IcmdBuffers;
+    use nvme_ulp::Status;
+
+    use super::*;
+
+    /// Runs `icmd` to completion, turning the pair.
+    fn execute(pair: &mut NvmePair, icmd: Icmd) -> IcmdCompletion {
+        pair.submit(icmd).expect("submitted");
+        let start = Instant::now();
+        loop {
+            pair.turn();
+            if let Some(done) = pair.poll_completion() {
+                return done;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "no completion");
+        }
+    }
+
+    /// What is written is read back, across the 4 KiB nCMD boundaries,
+    /// over a loopback that loses and reorders 2 % of the frames.
+    #[test]
+    fn writes_read_back_over_a_lossy_loopback() {
+        let config = PairConfig {
+            loss_ppm: Faults::percent(2),
+            ..PairConfig::default()
+        };
+        let mut pair = NvmePair::new(&config).expect("pair");
+        let data: Vec<u8> = (0..64 * 512).map(|i| (i * 7 + i / 512) as u8).collect();
+        let buffers = Arc::new(HostBuffers::new(data.clone()));
+        let done = execute(&mut pair, Icmd::write(1, NSID, 3, 63, buffers));
+        assert_eq!(done.status, Status::SUCCESS);
+        let done = execute(
+            &mut pair,
+            Icmd::read(2, NSID, 3, 63, HostBuffers::default()),
+        );
+        assert_eq!(done.status, Status::SUCCESS);
+        match done.buffers {
+            IcmdBuffers::Read(read) => assert!(read.data == data, "read back differs"),
+            IcmdBuffers::Write(_) => panic!("a read completes with read buffers"),
+        }
+        // Past the end of the namespace: refused or failed, never success.
+        let last = pair.blocks();
+        if pair
+            .submit(Icmd::read(3, NSID, last, 0, HostBuffers::default()))
+            .is_ok()
+        {
+            let start = Instant::now();
+            let done = loop {
+                pair.turn();
+                if let Some(done) = pair.poll_completion() {
+                    break done;
+                }
+                assert!(start.elapsed() < Duration::from_secs(20));
+            };
+            assert_ne!(done.status, Status::SUCCESS);
+        }
+        assert_eq!(pair.stats().initiator.completed.success, 2);
+    }
+
+    #[test]
+    fn size_must_be_whole_blocks() {
+        let config = PairConfig {
+            size: 4097,
+            ..PairConfig::default()
+        };
+        assert!(matches!(NvmePair::new(&config), Err(AppError::Usage(_))));
+    }
+}
