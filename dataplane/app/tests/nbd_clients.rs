@@ -10,12 +10,9 @@
 //! The clients come from Debian's fio, qemu-utils, libnbd-bin and nbdkit,
 //! which scripts/setup.sh installs; a missing one fails the test by name.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::process::Command;
 use std::time::Duration;
 
 use falcon::nbd::proto::{
@@ -25,215 +22,17 @@ use falcon::nbd::proto::{
 use serde_json::Value;
 
 mod common;
-use common::{Scratch, BIN};
-
-/// The path of a client binary, or a failure naming the setup script.
-fn tool(name: &str) -> String {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    match found {
-        Some(path) if !path.is_empty() => path,
-        _ => panic!(
-            "`{name}` is not installed: run scripts/setup.sh (it installs fio, qemu-utils, \
-             libnbd-bin and nbdkit, the NBD clients these tests drive)"
-        ),
-    }
-}
-
-/// Runs a client to its end; fails the test with its output unless it
-/// exits 0.
-fn run(program: &str, args: &[&str]) -> Output {
-    let out = Command::new(tool(program))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// A running `falcon nbd-gateway`.
-struct Gateway {
-    child: Option<Child>,
-    /// What it has printed on stderr so far, and the thread collecting it
-    /// (it ends with the pipe).
-    stderr: Arc<Mutex<String>>,
-    collector: Option<thread::JoinHandle<()>>,
-    /// The address it listens on (`unix:PATH`, `tcp:IP:PORT`).
-    address: String,
-}
-
-impl Gateway {
-    /// Starts a RAM gateway on `listen` with `extra` flags and waits for
-    /// its "listening on" line.
-    fn start(listen: &str, extra: &[&str]) -> Gateway {
-        let mut child = Command::new(BIN)
-            .args([
-                "nbd-gateway",
-                "--listen",
-                listen,
-                "--backend",
-                "ram",
-                "--json",
-            ])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run falcon nbd-gateway");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let pipe = child.stderr.take().unwrap();
-        let log = Arc::clone(&stderr);
-        let collector = thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("nbd-gateway: listening on ") {
-                    let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
-                }
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let address = match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(a) => a,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "the gateway did not start listening:\n{}",
-                    stderr.lock().unwrap()
-                );
-            }
-        };
-        Gateway {
-            child: Some(child),
-            stderr,
-            collector: Some(collector),
-            address,
-        }
-    }
-
-    /// A Unix-socket gateway in `scratch`.
-    fn unix(scratch: &Scratch, extra: &[&str]) -> Gateway {
-        let path = scratch.path("nbd.sock");
-        Gateway::start(&format!("unix:{}", path.display()), extra)
-    }
-
-    fn socket(&self) -> &str {
-        self.address.strip_prefix("unix:").expect("a unix gateway")
-    }
-
-    /// The NBD URI of export `name`.
-    fn uri(&self, name: &str) -> String {
-        match self.address.strip_prefix("tcp:") {
-            Some(addr) => format!("nbd://{addr}/{name}"),
-            None => format!("nbd+unix:///{name}?socket={}", self.socket()),
-        }
-    }
-
-    /// SIGTERM; waits for the exit and returns the summary and stderr.
-    fn stop(mut self) -> (Value, String) {
-        let child = self.child.take().unwrap();
-        let status = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        self.finish(child)
-    }
-
-    /// Waits for an exit the gateway makes on its own (`--duration`).
-    fn wait(mut self) -> (Value, String) {
-        let child = self.child.take().unwrap();
-        self.finish(child)
-    }
-
-    fn finish(&mut self, child: Child) -> (Value, String) {
-        let out = child.wait_with_output().unwrap();
-        if let Some(collector) = self.collector.take() {
-            collector.join().unwrap();
-        }
-        let stderr = self.stderr.lock().unwrap().clone();
-        assert!(
-            out.status.success(),
-            "the gateway exited {}:\n{stderr}",
-            out.status
-        );
-        let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "summary is not JSON ({e}): {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        });
-        (summary, stderr)
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Deterministic bytes that do not compress to a pattern (xorshift64).
-fn random_file(scratch: &Scratch, name: &str, len: usize, seed: u64) -> std::path::PathBuf {
-    let mut x = seed | 1;
-    let mut bytes = Vec::with_capacity(len);
-    while bytes.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        bytes.extend_from_slice(&x.to_le_bytes());
-    }
-    bytes.truncate(len);
-    let path = scratch.path(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
-
-fn same_bytes(a: &std::path::Path, b: &std::path::Path) {
-    let (a_bytes, b_bytes) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
-    assert_eq!(
-        a_bytes.len(),
-        b_bytes.len(),
-        "{} vs {}",
-        a.display(),
-        b.display()
-    );
-    let first = a_bytes.iter().zip(&b_bytes).position(|(x, y)| x != y);
-    assert_eq!(
-        first,
-        None,
-        "first differing byte of {} and {}",
-        a.display(),
-        b.display()
-    );
-}
-
-fn counter(summary: &Value, key: &str) -> u64 {
-    summary[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {key} in {summary}"))
-}
+use common::nbd::{counter, random_file, run, same_bytes, tool, Gateway};
+use common::Scratch;
 
 #[test]
 fn nbdinfo_sees_what_the_backend_advertises() {
     let scratch = Scratch::new("nbd", "nbdinfo");
-    let gw = Gateway::unix(&scratch, &["--size", "64M", "--export", "disk", "--quiet"]);
+    let gw = Gateway::unix(
+        "ram",
+        &scratch,
+        &["--size", "64M", "--export", "disk", "--quiet"],
+    );
     let out = run("nbdinfo", &["--json", &gw.uri("disk")]);
     let info: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(info["protocol"], "newstyle-fixed");
@@ -278,7 +77,7 @@ fn nbdinfo_sees_what_the_backend_advertises() {
 #[test]
 fn qemu_img_convert_in_and_back_out() {
     let scratch = Scratch::new("nbd", "qemu-img");
-    let gw = Gateway::unix(&scratch, &["--size", "8M", "--quiet"]);
+    let gw = Gateway::unix("ram", &scratch, &["--size", "8M", "--quiet"]);
     let src = random_file(&scratch, "src.img", 8 << 20, 11);
     let back = scratch.path("back.img");
     let uri = gw.uri("");
@@ -317,7 +116,7 @@ fn qemu_img_convert_in_and_back_out() {
 #[test]
 fn nbdcopy_both_ways_over_several_connections() {
     let scratch = Scratch::new("nbd", "nbdcopy");
-    let gw = Gateway::unix(&scratch, &["--size", "16M", "--quiet"]);
+    let gw = Gateway::unix("ram", &scratch, &["--size", "16M", "--quiet"]);
     let src = random_file(&scratch, "src.img", 16 << 20, 23);
     let back = scratch.path("back.img");
     let uri = gw.uri("");
@@ -337,7 +136,7 @@ fn nbdcopy_both_ways_over_several_connections() {
 #[test]
 fn fio_randrw_iodepth_32_verifies() {
     let scratch = Scratch::new("nbd", "fio");
-    let gw = Gateway::unix(&scratch, &["--size", "16M", "--quiet"]);
+    let gw = Gateway::unix("ram", &scratch, &["--size", "16M", "--quiet"]);
     let uri = format!("--uri={}", gw.uri(""));
     let out = run(
         "fio",
@@ -377,7 +176,7 @@ fn fio_randrw_iodepth_32_verifies() {
 #[test]
 fn tcp_listener_serves_nbdcopy() {
     let scratch = Scratch::new("nbd", "tcp");
-    let gw = Gateway::start("tcp:127.0.0.1:0", &["--size", "4M", "--quiet"]);
+    let gw = Gateway::start("ram", "tcp:127.0.0.1:0", &["--size", "4M", "--quiet"]);
     assert!(gw.address.starts_with("tcp:127.0.0.1:"), "{}", gw.address);
     assert!(
         !gw.address.ends_with(":0"),
@@ -469,7 +268,7 @@ impl Raw {
 #[test]
 fn hostile_clients_get_their_errors_and_others_are_still_served() {
     let scratch = Scratch::new("nbd", "hostile");
-    let gw = Gateway::unix(&scratch, &["--size", "1M", "--quiet"]);
+    let gw = Gateway::unix("ram", &scratch, &["--size", "1M", "--quiet"]);
     // A well-behaved client, connected before the trouble and used after.
     let mut good = Raw::connect(&gw, 3);
     good.go();
@@ -534,7 +333,7 @@ fn hostile_clients_get_their_errors_and_others_are_still_served() {
 #[test]
 fn sigterm_answers_the_requests_in_flight_then_closes() {
     let scratch = Scratch::new("nbd", "sigterm");
-    let gw = Gateway::unix(&scratch, &["--size", "1M", "--quiet"]);
+    let gw = Gateway::unix("ram", &scratch, &["--size", "1M", "--quiet"]);
     let mut client = Raw::connect(&gw, 3);
     client.go();
     // 32 writes sent in one go: all in the socket before the signal.
@@ -569,7 +368,7 @@ fn sigterm_answers_the_requests_in_flight_then_closes() {
 #[test]
 fn duration_ends_the_run_with_a_summary() {
     let scratch = Scratch::new("nbd", "duration");
-    let gw = Gateway::unix(&scratch, &["--size", "1M", "--duration", "0.5"]);
+    let gw = Gateway::unix("ram", &scratch, &["--size", "1M", "--duration", "0.5"]);
     let socket = std::path::PathBuf::from(gw.socket());
     let (summary, stderr) = gw.wait();
     assert_eq!(summary["stopped_by"], "duration");

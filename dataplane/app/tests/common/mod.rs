@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod metrics;
+pub mod nbd;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
