@@ -22,7 +22,7 @@ use falcon::nbd::proto::{
 use serde_json::Value;
 
 mod common;
-use common::nbd::{counter, random_file, run, same_bytes, tool, Gateway};
+use common::nbd::{counter, fio_randrw_verify, random_file, run, same_bytes, tool, Gateway};
 use common::Scratch;
 
 #[test]
@@ -137,33 +137,7 @@ fn nbdcopy_both_ways_over_several_connections() {
 fn fio_randrw_iodepth_32_verifies() {
     let scratch = Scratch::new("nbd", "fio");
     let gw = Gateway::unix("ram", &scratch, &["--size", "16M", "--quiet"]);
-    let uri = format!("--uri={}", gw.uri(""));
-    let out = run(
-        "fio",
-        &[
-            "--name=verify",
-            "--ioengine=nbd",
-            &uri,
-            "--rw=randrw",
-            "--bs=4k",
-            "--iodepth=32",
-            "--size=16M",
-            "--verify=crc32c",
-            "--verify_fatal=1",
-            // No state file left in the working directory.
-            "--verify_state_save=0",
-            "--output-format=json",
-        ],
-    );
-    // fio's nbd engine prints a line before the JSON.
-    let text = String::from_utf8_lossy(&out.stdout);
-    let json: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
-    let job = &json["jobs"][0];
-    assert_eq!(job["error"], 0, "{job}");
-    let (reads, writes) = (
-        job["read"]["total_ios"].as_u64().unwrap(),
-        job["write"]["total_ios"].as_u64().unwrap(),
-    );
+    let (reads, writes) = fio_randrw_verify(&gw);
     assert!(writes > 1000, "{writes} writes");
     // The verify pass reads back every block written, on top of the mix's
     // own reads.

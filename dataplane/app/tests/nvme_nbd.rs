@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 mod common;
-use common::nbd::{counter, random_file, run, same_bytes, Gateway};
+use common::nbd::{counter, fio_randrw_verify, random_file, run, same_bytes, Gateway};
 use common::Scratch;
 
 /// The Falcon backend's figures in the summary: no failed iCMD.
@@ -92,31 +92,7 @@ fn qemu_img_convert_in_and_back_out_over_nvme() {
 fn fio_randrw_iodepth_32_verifies_over_nvme() {
     let scratch = Scratch::new("nvme-nbd", "fio");
     let gw = Gateway::unix("falcon", &scratch, &["--size", "16M", "--quiet"]);
-    let uri = format!("--uri={}", gw.uri(""));
-    let out = run(
-        "fio",
-        &[
-            "--name=verify",
-            "--ioengine=nbd",
-            &uri,
-            "--rw=randrw",
-            "--bs=4k",
-            "--iodepth=32",
-            "--size=16M",
-            "--verify=crc32c",
-            "--verify_fatal=1",
-            "--verify_state_save=0",
-            "--output-format=json",
-        ],
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let json: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
-    let job = &json["jobs"][0];
-    assert_eq!(job["error"], 0, "{job}");
-    let (reads, writes) = (
-        job["read"]["total_ios"].as_u64().unwrap(),
-        job["write"]["total_ios"].as_u64().unwrap(),
-    );
+    let (reads, writes) = fio_randrw_verify(&gw);
     assert!(writes > 1000, "{writes} writes");
     assert!(reads > writes, "{reads} reads for {writes} writes");
     let (summary, _) = gw.stop();

@@ -217,3 +217,36 @@ pub fn counter(summary: &Value, key: &str) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("no {key} in {summary}"))
 }
+
+/// fio's nbd engine on `gateway`: 4 KiB randrw at iodepth 32 over 16 MiB
+/// with crc32c verification; fails on any fio error and returns the job's
+/// (reads, writes).
+pub fn fio_randrw_verify(gateway: &Gateway) -> (u64, u64) {
+    let uri = format!("--uri={}", gateway.uri(""));
+    let out = run(
+        "fio",
+        &[
+            "--name=verify",
+            "--ioengine=nbd",
+            &uri,
+            "--rw=randrw",
+            "--bs=4k",
+            "--iodepth=32",
+            "--size=16M",
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            // No state file left in the working directory.
+            "--verify_state_save=0",
+            "--output-format=json",
+        ],
+    );
+    // fio's nbd engine prints a line before the JSON.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+    let job = &json["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    (
+        job["read"]["total_ios"].as_u64().unwrap(),
+        job["write"]["total_ios"].as_u64().unwrap(),
+    )
+}
