@@ -146,7 +146,8 @@ pub struct Cqe {
 
 impl Cqe {
     fn from_bytes(bytes: &[u8; CQE_LEN]) -> Cqe {
-        let dword = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let dword =
+            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         let (dw2, dw3) = (dword(8), dword(12));
         Cqe {
             dw0: dword(0),

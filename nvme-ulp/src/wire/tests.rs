@@ -72,62 +72,80 @@ fn packet() -> impl Strategy<Value = (Vec<u8>, PacketType)> {
         any::<u16>(),
         data,
         0u8..8,
-        (proptest::collection::vec(any::<u8>(), 64), any::<(u32, u32, u16, u16, u16)>()),
+        (
+            proptest::collection::vec(any::<u8>(), 64),
+            any::<(u32, u32, u16, u16, u16)>(),
+        ),
     )
-        .prop_map(|(nbth, command, status, dtype, dspec, mut data, code, (sqe, cqe))| {
-            // Invariant: 0..8 are the assigned codes.
-            let packet_type = PacketType::from_code(code).expect("assigned code");
-            data.truncate(packet_type.max_data_len());
-            let data_len = data.len() as u16;
-            let mut sqe_bytes = [0u8; 64];
-            sqe_bytes.copy_from_slice(&sqe);
-            let (dw0, dw1, sqhd, sqid, cid) = cqe;
-            let cqe = Cqe { dw0, dw1, sqhd, sqid, cid, status };
-            let packet = match packet_type {
-                PacketType::WriteRequest => NvmePacket::WriteRequest(WriteRequest {
-                    nbth,
-                    command,
-                    dtype: DirectiveType::truncating(dtype),
-                    dspec,
-                }),
-                PacketType::ReadRequest => NvmePacket::ReadRequest(ReadRequest { nbth, command }),
-                PacketType::WriteDataRequest => {
-                    NvmePacket::WriteDataRequest(WriteDataRequest { nbth })
-                }
-                PacketType::WriteCompletion => {
-                    NvmePacket::WriteCompletion(WriteCompletion { nbth, status })
-                }
-                PacketType::WriteDataResponse => NvmePacket::WriteDataResponse {
-                    repr: WriteDataResponse { nbth, data_len },
-                    data: &[],
-                },
-                PacketType::ReadResponse => NvmePacket::ReadResponse {
-                    repr: ReadResponse {
+        .prop_map(
+            |(nbth, command, status, dtype, dspec, mut data, code, (sqe, cqe))| {
+                // Invariant: 0..8 are the assigned codes.
+                let packet_type = PacketType::from_code(code).expect("assigned code");
+                data.truncate(packet_type.max_data_len());
+                let data_len = data.len() as u16;
+                let mut sqe_bytes = [0u8; 64];
+                sqe_bytes.copy_from_slice(&sqe);
+                let (dw0, dw1, sqhd, sqid, cid) = cqe;
+                let cqe = Cqe {
+                    dw0,
+                    dw1,
+                    sqhd,
+                    sqid,
+                    cid,
+                    status,
+                };
+                let packet = match packet_type {
+                    PacketType::WriteRequest => NvmePacket::WriteRequest(WriteRequest {
                         nbth,
-                        status,
-                        data_len,
+                        command,
+                        dtype: DirectiveType::truncating(dtype),
+                        dspec,
+                    }),
+                    PacketType::ReadRequest => {
+                        NvmePacket::ReadRequest(ReadRequest { nbth, command })
+                    }
+                    PacketType::WriteDataRequest => {
+                        NvmePacket::WriteDataRequest(WriteDataRequest { nbth })
+                    }
+                    PacketType::WriteCompletion => {
+                        NvmePacket::WriteCompletion(WriteCompletion { nbth, status })
+                    }
+                    PacketType::WriteDataResponse => NvmePacket::WriteDataResponse {
+                        repr: WriteDataResponse { nbth, data_len },
+                        data: &[],
                     },
-                    data: &[],
-                },
-                PacketType::CommandRequest => NvmePacket::CommandRequest {
-                    repr: CommandRequest {
-                        nbth,
-                        target_sqid: command.target_sqid,
-                        sqe: Sqe(sqe_bytes),
-                        data_len,
+                    PacketType::ReadResponse => NvmePacket::ReadResponse {
+                        repr: ReadResponse {
+                            nbth,
+                            status,
+                            data_len,
+                        },
+                        data: &[],
                     },
-                    data: &[],
-                },
-                PacketType::CommandResponse => NvmePacket::CommandResponse {
-                    repr: CommandResponse { nbth, cqe, data_len },
-                    data: &[],
-                },
-            };
-            let mut bytes = vec![0xA5; packet.header_len() + data.len()];
-            packet.emit_header(&mut bytes);
-            bytes[packet.header_len()..].copy_from_slice(&data);
-            (bytes, packet_type)
-        })
+                    PacketType::CommandRequest => NvmePacket::CommandRequest {
+                        repr: CommandRequest {
+                            nbth,
+                            target_sqid: command.target_sqid,
+                            sqe: Sqe(sqe_bytes),
+                            data_len,
+                        },
+                        data: &[],
+                    },
+                    PacketType::CommandResponse => NvmePacket::CommandResponse {
+                        repr: CommandResponse {
+                            nbth,
+                            cqe,
+                            data_len,
+                        },
+                        data: &[],
+                    },
+                };
+                let mut bytes = vec![0xA5; packet.header_len() + data.len()];
+                packet.emit_header(&mut bytes);
+                bytes[packet.header_len()..].copy_from_slice(&data);
+                (bytes, packet_type)
+            },
+        )
 }
 
 /// Re-emits a parsed packet into fresh bytes.
