@@ -1,4 +1,5 @@
-//! Fuzz target: every NVMe-over-Falcon parser, `nvme_ulp::wire`, and what a
+//! Fuzz target: every NVMe-over-Falcon parser (the vendor command packets
+//! included), `nvme_ulp::wire`, and what a
 //! target computes from a parsed packet (`nvme_ulp::split::ncmd_extent`,
 //! `nvme_ulp::layout`).
 //!
@@ -13,8 +14,8 @@ use libfuzzer_sys::fuzz_target;
 use nvme_ulp::layout::{Format, Layout};
 use nvme_ulp::split::ncmd_extent;
 use nvme_ulp::wire::{
-    nbth, request, response, write_data, NvmePacket, ReadRequest, ReadResponse, WriteCompletion,
-    WriteDataRequest, WriteDataResponse, WriteRequest,
+    command, nbth, request, response, write_data, CommandRequest, CommandResponse, NvmePacket,
+    ReadRequest, ReadResponse, WriteCompletion, WriteDataRequest, WriteDataResponse, WriteRequest,
 };
 
 fn emit(packet: &NvmePacket<'_>) -> Vec<u8> {
@@ -68,6 +69,26 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(repr) = WriteDataResponse::parse(&view) {
             typed += 1;
             round_trip(NvmePacket::WriteDataResponse {
+                repr,
+                data: view.data(),
+            });
+        }
+    }
+    if let Ok(view) = command::RequestPacket::new_checked(data) {
+        let _ = (view.sqe().opcode(), view.sqe().nsid(), view.target_sqid());
+        if let Ok(repr) = CommandRequest::parse(&view) {
+            typed += 1;
+            round_trip(NvmePacket::CommandRequest {
+                repr,
+                data: view.data(),
+            });
+        }
+    }
+    if let Ok(view) = command::ResponsePacket::new_checked(data) {
+        let _ = view.cqe_dw3();
+        if let Ok(repr) = CommandResponse::parse(&view) {
+            typed += 1;
+            round_trip(NvmePacket::CommandResponse {
                 repr,
                 data: view.data(),
             });

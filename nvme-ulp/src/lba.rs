@@ -367,6 +367,59 @@ impl TranslationTables {
     }
 }
 
+/// Where a whole-namespace command (a Flush) goes: one target namespace
+/// on one queue of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Destination {
+    pub connection_id: ConnectionId,
+    pub target_nsid: u16,
+    pub target_sqid: u8,
+}
+
+impl TranslationTables {
+    /// Every distinct destination of initiator namespace `nsid`'s valid
+    /// rows, in row order: what a command on the whole namespace must
+    /// reach. Invalid rows map no data and are passed over.
+    ///
+    /// # Errors
+    ///
+    /// [`TranslateError::UnknownNamespace`], or the first valid row whose
+    /// row or connection is missing.
+    pub fn destinations(&self, nsid: u32) -> Result<Vec<Destination>, TranslateError> {
+        let namespace = self
+            .namespace(nsid)
+            .ok_or(TranslateError::UnknownNamespace(nsid))?;
+        let mut out: Vec<Destination> = Vec::new();
+        for row_index in namespace.start_index..namespace.start_index + namespace.rows {
+            let row = self
+                .rows
+                .get(row_index as usize)
+                .ok_or(TranslateError::MissingRow(row_index))?;
+            if !row.valid {
+                continue;
+            }
+            let connection_id = self
+                .connections
+                .get(row.connection_index as usize)
+                .copied()
+                .flatten()
+                .ok_or(TranslateError::UnknownConnection {
+                    row_index,
+                    connection_index: row.connection_index,
+                })?;
+            let destination = Destination {
+                connection_id,
+                target_nsid: row.target_nsid,
+                target_sqid: row.target_sqid,
+            };
+            if !out.contains(&destination) {
+                out.push(destination);
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A namespace or table entry the spec's rules refuse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigError {
@@ -563,6 +616,37 @@ mod tests {
             assert_eq!(target.connection_id, cid(row.connection_index));
             assert_eq!(target.target_nsid, 7);
         }
+    }
+
+    #[test]
+    fn destinations_are_the_distinct_valid_rows() {
+        let mut tables = tables();
+        let dest = |c: u32, sqid: u8| Destination {
+            connection_id: cid(c),
+            target_nsid: 7,
+            target_sqid: sqid,
+        };
+        // Namespace 3: four rows, one connection and SQID.
+        assert_eq!(tables.destinations(3), Ok(vec![dest(2, 9)]));
+        // Namespace 1: rows 10..18, each its own SQID.
+        let ns1: Vec<_> = (10..18).map(|r| dest(r % 3, r as u8)).collect();
+        assert_eq!(tables.destinations(1), Ok(ns1));
+        let mut invalid = *tables.row(0).unwrap();
+        invalid.valid = false;
+        tables.set_row(0, invalid).unwrap();
+        assert_eq!(tables.destinations(2), Ok(vec![dest(1, 1)]));
+        tables.set_connection(1, None).unwrap();
+        assert_eq!(
+            tables.destinations(2),
+            Err(TranslateError::UnknownConnection {
+                row_index: 1,
+                connection_index: 1
+            })
+        );
+        assert_eq!(
+            tables.destinations(4),
+            Err(TranslateError::UnknownNamespace(4))
+        );
     }
 
     #[test]

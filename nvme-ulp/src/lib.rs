@@ -23,7 +23,8 @@
 //!   and answers every nCMD.
 //! * Both keep plain statistics structs ([`initiator::InitiatorStats`],
 //!   [`target::TargetStats`]) for the commands to print.
-//! * The pieces beneath: the six packets and the NBTH ([`wire`]), DIF/DIX
+//! * The pieces beneath: the six packets, the NBTH and our vendor command
+//!   packets for Flush ([`wire`]), DIF/DIX
 //!   layouts ([`layout`]), splitting ([`split`]), the 24-bit slot and
 //!   generation identifiers ([`tag`]) and the data source the engine reads
 //!   when it builds a frame ([`data`]).

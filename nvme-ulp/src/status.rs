@@ -64,6 +64,9 @@ pub struct Status {
 impl Status {
     /// Successful Completion (generic 0x00).
     pub const SUCCESS: Status = Status::generic(0x00);
+    /// Invalid Command Opcode (generic 0x01): what a command the target
+    /// does not implement completes with.
+    pub const INVALID_OPCODE: Status = Status::generic(0x01).do_not_retry();
     /// Invalid Field in Command (generic 0x02).
     pub const INVALID_FIELD: Status = Status::generic(0x02).do_not_retry();
     /// Data Transfer Error (generic 0x04): what a write whose data the

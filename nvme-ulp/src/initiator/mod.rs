@@ -35,6 +35,9 @@
 //! ACK, a fatal connection error and the iCMD timeout fail the nCMDs left
 //! ([`Status::TRANSIENT_TRANSPORT_ERROR`], [`Status::ABORTED_BY_HOST`]).
 //!
+//! [`Initiator::submit_flush`] flushes a whole namespace with our vendor
+//! Command Request where both ends enabled it ([`flush`], ulp.md §3.9).
+//!
 //! # Identifiers
 //!
 //! The iCMD Identifier is the iCMD's slot and its generation
@@ -60,6 +63,7 @@
 //! PI itself before sending it and marks the data invalid (INV) when a
 //! check fails (§8.2): the target then writes nothing.
 
+mod flush;
 mod icmd;
 mod packets;
 
@@ -82,6 +86,7 @@ use crate::status::{Status, StatusCounts};
 use crate::tag::{SlotIds, MAX_SLOTS};
 use crate::wire::InitiatorFunction;
 
+pub use flush::FLUSH_SLOTS;
 use icmd::{ActiveIcmd, Slot};
 
 /// Most nCMDs one iCMD makes: two groups when a 1 MiB iCMD is split off
@@ -101,6 +106,10 @@ pub struct InitiatorConfig {
     /// The `<Host, PF, VF>` this initiator's commands come from (NBTH
     /// word 0).
     pub initiator_function: InitiatorFunction,
+    /// Our vendor Command Request and Response (ulp.md §3.9, off by
+    /// default: only for targets that enabled them too): what
+    /// [`Initiator::submit_flush`] needs.
+    pub vendor_commands: bool,
 }
 
 impl Default for InitiatorConfig {
@@ -109,6 +118,7 @@ impl Default for InitiatorConfig {
             queue_depth: 256,
             icmd_timeout: Duration::from_secs(30),
             initiator_function: InitiatorFunction::ZERO,
+            vendor_commands: false,
         }
     }
 }
@@ -232,6 +242,11 @@ pub enum RefuseReason {
     },
     Translate(TranslateError),
     Split(SplitError),
+    /// A flush without the vendor command extension.
+    VendorCommandsOff,
+    /// A flush of a namespace spread over more destinations than an
+    /// Initiator Tag numbers.
+    TooManyDestinations,
 }
 
 impl fmt::Display for RefuseReason {
@@ -249,6 +264,12 @@ impl fmt::Display for RefuseReason {
             ),
             RefuseReason::Translate(e) => fmt::Display::fmt(e, f),
             RefuseReason::Split(e) => fmt::Display::fmt(e, f),
+            RefuseReason::VendorCommandsOff => {
+                f.write_str("flush needs the vendor command extension, which is off")
+            }
+            RefuseReason::TooManyDestinations => {
+                f.write_str("namespace spread over more than 512 target queues")
+            }
         }
     }
 }
@@ -327,6 +348,8 @@ pub struct InitiatorStats {
     /// Request pushes that Falcon did not complete with ACK.
     pub push_failures: u64,
     pub connection_errors: u64,
+    /// Flushes taken by `submit_flush` (also counted in `submitted`).
+    pub flushes: u64,
     /// iCMDs failed by their timeout.
     pub timeouts: u64,
     /// Responses and Write Data Requests naming an iCMD or nCMD that is
@@ -356,6 +379,7 @@ pub struct Initiator {
     /// Connections out of credits this turn.
     blocked: Vec<ConnectionHandle>,
     completions: VecDeque<IcmdCompletion>,
+    flushes: flush::Flushes,
     stats: InitiatorStats,
     /// The earliest deadline of an outstanding iCMD (or earlier).
     next_deadline: Option<Timestamp>,
@@ -410,6 +434,7 @@ impl Initiator {
             pull_answers: VecDeque::with_capacity(depth),
             blocked: Vec::with_capacity(8),
             completions: VecDeque::with_capacity(depth),
+            flushes: flush::Flushes::new(),
             stats: InitiatorStats::default(),
             next_deadline: None,
         })
@@ -515,10 +540,10 @@ impl Initiator {
         self.completions.pop_front()
     }
 
-    /// iCMDs submitted and not yet completed (completions not yet polled
-    /// do not count).
+    /// iCMDs and flushes submitted and not yet completed (completions not
+    /// yet polled do not count).
     pub fn outstanding(&self) -> usize {
-        self.config.queue_depth - self.free.len()
+        self.config.queue_depth - self.free.len() + self.flushes.outstanding()
     }
 
     /// When the earliest outstanding iCMD times out: the caller runs a
@@ -552,7 +577,11 @@ impl Initiator {
                 next = Some(next.map_or(icmd.deadline, |n| n.min(icmd.deadline)));
             }
         }
-        self.next_deadline = next;
+        self.expire_flushes(now);
+        self.next_deadline = match (next, self.flushes.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// Pushes queued nCMDs; a connection out of credits keeps its nCMDs
@@ -737,6 +766,7 @@ impl Initiator {
                 self.fail_icmd(now, slot, Status::TRANSIENT_TRANSPORT_ERROR);
             }
         }
+        self.fail_flushes_on(now, connection);
     }
 }
 
@@ -746,6 +776,7 @@ impl<B: PacketBuf> Ulp<B, NvmeData> for Initiator {
         self.expire(now);
         self.send_pull_answers(now, engine);
         self.send_ncmds(now, engine);
+        self.send_flushes(now, engine);
     }
 
     fn on_event(
@@ -759,6 +790,9 @@ impl<B: PacketBuf> Ulp<B, NvmeData> for Initiator {
             UlpEvent::Completion(completion) => {
                 let status = completion.status;
                 engine.release(completion.data);
+                if self.on_command_push_done(now, completion.tag, status) {
+                    return;
+                }
                 if let Some(ncmd) = decode_engine_tag(completion.tag) {
                     if !status.is_ok() && self.live_icmd(ncmd.slot, ncmd.generation).is_some() {
                         self.stats.push_failures += 1;

@@ -67,6 +67,13 @@ impl Initiator {
         let verdict = match NvmePacket::parse(&request.payload) {
             Ok(NvmePacket::ReadResponse { repr, data }) => self.on_read_response(now, &repr, data),
             Ok(NvmePacket::WriteCompletion(repr)) => self.on_write_completion(now, &repr),
+            Ok(NvmePacket::CommandResponse { repr, .. }) if self.config.vendor_commands => {
+                if self.on_command_response(now, &repr) {
+                    Verdict::Accept
+                } else {
+                    Verdict::Malformed
+                }
+            }
             Ok(_) | Err(_) => Verdict::Malformed,
         };
         let answered = match verdict {

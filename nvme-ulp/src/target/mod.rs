@@ -51,8 +51,11 @@
 //! (an nCMD or its data never came) answers what it owes with Transient
 //! Transport Error and is freed.
 
+mod commands;
 mod requests;
 mod tcmd;
+
+pub use commands::COMMAND_SLOTS;
 
 use core::fmt;
 use core::time::Duration;
@@ -98,6 +101,9 @@ pub struct TargetConfig {
     /// The RNR NACK's timeout: when Falcon delivers a refused request
     /// again.
     pub rnr_timeout: RnrTimeout,
+    /// Our vendor Command Request and Response (ulp.md §3.9, off by
+    /// default): Flush from initiators that enabled them too.
+    pub vendor_commands: bool,
 }
 
 impl Default for TargetConfig {
@@ -112,6 +118,7 @@ impl Default for TargetConfig {
             // A worker turns a 1 MiB RAM tCMD around in a few hundred
             // microseconds: a short wait, retried, keeps the queue full.
             rnr_timeout: RnrTimeout::nearest(Duration::from_micros(160)),
+            vendor_commands: false,
         }
     }
 }
@@ -159,6 +166,10 @@ pub struct TargetStats {
     pub connection_errors: u64,
     pub xoff: u64,
     pub xon: u64,
+    /// Command Requests taken (vendor extension), and the flushes of them
+    /// that succeeded.
+    pub commands: u64,
+    pub flushes: u64,
 }
 
 /// Why [`Target::new`] refused.
@@ -240,6 +251,7 @@ pub struct Target<S: BlockStore + 'static = Storage> {
     ready: VecDeque<IoCompletion>,
     /// Connections out of credits this turn.
     blocked: Vec<ConnectionHandle>,
+    commands: commands::Commands,
     stats: TargetStats,
     next_deadline: Option<Timestamp>,
 }
@@ -309,6 +321,7 @@ impl<S: BlockStore + 'static> Target<S> {
             io_backlog: VecDeque::with_capacity(slots),
             ready: VecDeque::with_capacity(slots),
             blocked: Vec::with_capacity(8),
+            commands: commands::Commands::new(),
             stats: TargetStats::default(),
             next_deadline: None,
         })

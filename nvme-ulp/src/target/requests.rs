@@ -26,11 +26,12 @@ use crate::wire::{
     WriteDataRequest, MALFORMED_NACK_CODE,
 };
 
+use super::commands::COMMAND_IO_TAG;
 use super::tcmd::{target_tag, Io, Key, NcmdState, Parked, Phase, Shortage, Tcmd, TxKind, TxTag};
 use super::Target;
 
 /// How a request is answered to Falcon.
-enum Answer {
+pub(super) enum Answer {
     Accept,
     /// Receiver not ready: Falcon delivers it again later.
     NotReady,
@@ -51,6 +52,11 @@ impl<S: BlockStore + 'static> Target<S> {
             }
             (TransactionKind::Push, Ok(NvmePacket::WriteRequest(r))) => {
                 self.on_command(now, engine, connection, &r.nbth, &r.command, true)
+            }
+            (TransactionKind::Push, Ok(NvmePacket::CommandRequest { repr, .. }))
+                if self.config.vendor_commands =>
+            {
+                self.on_command_request(now, engine, connection, &repr)
             }
             _ => Answer::Malformed,
         };
@@ -451,6 +457,10 @@ impl<S: BlockStore + 'static> Target<S> {
         engine: &mut Engine<B, NvmeData>,
         completion: IoCompletion,
     ) {
+        if completion.tag & COMMAND_IO_TAG != 0 {
+            self.on_command_done(now, engine, &completion);
+            return;
+        }
         let slot = (completion.tag >> 32) as u32;
         let generation = completion.tag as u32;
         let Some(entry) = self.slots.get_mut(slot as usize) else {
@@ -754,7 +764,7 @@ impl<S: BlockStore + 'static> Target<S> {
 
     /// Pushes a response.
     #[allow(clippy::too_many_arguments)]
-    fn respond<B: PacketBuf>(
+    pub(super) fn respond<B: PacketBuf>(
         &mut self,
         now: Timestamp,
         engine: &mut Engine<B, NvmeData>,
@@ -889,6 +899,7 @@ impl<S: BlockStore + 'static> Target<S> {
     pub fn handle_connection_closed(&mut self, connection: ConnectionHandle) {
         self.tx.retain(|outgoing| outgoing.connection != connection);
         self.parked.retain(|ncmd| ncmd.key.connection != connection);
+        self.commands.abort_on(connection);
         for slot in 0..self.slots.len() as u32 {
             let Some(tcmd) = self.slots[slot as usize].tcmd.as_mut() else {
                 continue;

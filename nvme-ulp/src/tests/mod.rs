@@ -10,6 +10,7 @@
 //! initiator namespace, updated by each successful write and compared with
 //! each read.
 
+mod commands;
 mod errors;
 mod flows;
 

@@ -1,4 +1,5 @@
-//! NVMe-over-Falcon packets: the NBTH and the six packet types.
+//! NVMe-over-Falcon packets: the NBTH, the six packet types and our two
+//! vendor command packets.
 //!
 //! Layer: wire, the payload of a Falcon Push Data, Pull Request or Pull Data.
 //! Owns the zero-copy views, the `Repr` value types, [`PacketType`],
@@ -19,8 +20,13 @@
 //!  3     target     Push Request    Write Completion     2 reserved, status
 //!  4     initiator  Push Request    Read Request         32-byte command block
 //!  5     target     Push Request    Read Response        2 reserved, status, data (DIF)
-//!  6–15  reserved
+//!  6     initiator  Push Request    Command Request      vendor extension ([`command`])
+//!  7     target     Push Request    Command Response     vendor extension ([`command`])
+//!  8–15  reserved
 //! ```
+//!
+//! Types 6 and 7 are reserved in rev 0.9; we use them for the commands it
+//! does not map (ulp.md §3.9), only between ends that both enable them.
 //!
 //! Byte and bit order (decision D6, ulp.md §3.4): the figures (pp.26–35)
 //! number the bits of each 32-bit word 0–31 left to right under the byte
@@ -93,11 +99,13 @@ macro_rules! bounded_field {
 }
 
 mod bytes;
+pub mod command;
 pub mod nbth;
 pub mod request;
 pub mod response;
 pub mod write_data;
 
+pub use command::{CommandRequest, CommandResponse, Cqe, NvmOpcode, Sqe};
 pub use nbth::{IcmdId, InitiatorFunction, InitiatorTag, Nbth, NcmdGroup, TargetTag};
 pub use request::{Command, DirectiveType, Prinfo, ReadRequest, WriteRequest};
 pub use response::{ReadResponse, WriteCompletion};
@@ -125,24 +133,30 @@ pub enum PacketType {
     WriteCompletion = 3,
     ReadRequest = 4,
     ReadResponse = 5,
+    /// Vendor extension (ulp.md §3.9), reserved in rev 0.9.
+    CommandRequest = 6,
+    /// Vendor extension (ulp.md §3.9), reserved in rev 0.9.
+    CommandResponse = 7,
 }
 
 impl PacketType {
     /// Every packet type, in code order.
-    pub const ALL: [PacketType; 6] = [
+    pub const ALL: [PacketType; 8] = [
         PacketType::WriteRequest,
         PacketType::WriteDataRequest,
         PacketType::WriteDataResponse,
         PacketType::WriteCompletion,
         PacketType::ReadRequest,
         PacketType::ReadResponse,
+        PacketType::CommandRequest,
+        PacketType::CommandResponse,
     ];
 
     /// The type for a 4-bit code.
     ///
     /// # Errors
     ///
-    /// [`ParseError::ReservedPacketType`] for 6–15 (and for anything wider,
+    /// [`ParseError::ReservedPacketType`] for 8–15 (and for anything wider,
     /// which a 4-bit field never holds).
     pub const fn from_code(code: u8) -> Result<PacketType, ParseError> {
         match code {
@@ -152,6 +166,8 @@ impl PacketType {
             3 => Ok(PacketType::WriteCompletion),
             4 => Ok(PacketType::ReadRequest),
             5 => Ok(PacketType::ReadResponse),
+            6 => Ok(PacketType::CommandRequest),
+            7 => Ok(PacketType::CommandResponse),
             other => Err(ParseError::ReservedPacketType(other)),
         }
     }
@@ -169,6 +185,17 @@ impl PacketType {
             PacketType::WriteDataRequest => nbth::HEADER_LEN,
             PacketType::WriteDataResponse => write_data::RESPONSE_HEADER_LEN,
             PacketType::WriteCompletion | PacketType::ReadResponse => response::HEADER_LEN,
+            PacketType::CommandRequest => command::REQUEST_HEADER_LEN,
+            PacketType::CommandResponse => command::RESPONSE_HEADER_LEN,
+        }
+    }
+
+    /// Most bytes of data after the header.
+    pub const fn max_data_len(self) -> usize {
+        match self {
+            PacketType::CommandRequest | PacketType::CommandResponse => command::MAX_CAPSULE_LEN,
+            PacketType::WriteDataResponse | PacketType::ReadResponse => MAX_DATA_LEN,
+            _ => 0,
         }
     }
 
@@ -176,7 +203,10 @@ impl PacketType {
     pub const fn carries_data(self) -> bool {
         matches!(
             self,
-            PacketType::WriteDataResponse | PacketType::ReadResponse
+            PacketType::WriteDataResponse
+                | PacketType::ReadResponse
+                | PacketType::CommandRequest
+                | PacketType::CommandResponse
         )
     }
 }
@@ -190,6 +220,8 @@ impl fmt::Display for PacketType {
             PacketType::WriteCompletion => "Write Completion",
             PacketType::ReadRequest => "Read Request",
             PacketType::ReadResponse => "Read Response",
+            PacketType::CommandRequest => "Command Request",
+            PacketType::CommandResponse => "Command Response",
         })
     }
 }
@@ -209,7 +241,8 @@ pub enum ParseError {
     },
     /// The NBTH Version is not 1.
     BadVersion(u8),
-    /// The NBTH Packet Type is 6–15, reserved in rev 0.9.
+    /// The NBTH Packet Type is 8–15, reserved in rev 0.9 and unused by
+    /// our extension.
     ReservedPacketType(u8),
     /// A typed parser was given another packet type.
     UnexpectedPacketType {
@@ -289,6 +322,14 @@ pub enum NvmePacket<'a> {
         repr: ReadResponse,
         data: &'a [u8],
     },
+    CommandRequest {
+        repr: CommandRequest,
+        data: &'a [u8],
+    },
+    CommandResponse {
+        repr: CommandResponse,
+        data: &'a [u8],
+    },
 }
 
 impl<'a> NvmePacket<'a> {
@@ -329,6 +370,20 @@ impl<'a> NvmePacket<'a> {
                     data: packet.data(),
                 }
             }
+            PacketType::CommandRequest => {
+                let packet = command::RequestPacket::new_checked(bytes)?;
+                NvmePacket::CommandRequest {
+                    repr: CommandRequest::parse(&packet)?,
+                    data: packet.data(),
+                }
+            }
+            PacketType::CommandResponse => {
+                let packet = command::ResponsePacket::new_checked(bytes)?;
+                NvmePacket::CommandResponse {
+                    repr: CommandResponse::parse(&packet)?,
+                    data: packet.data(),
+                }
+            }
         })
     }
 
@@ -340,6 +395,8 @@ impl<'a> NvmePacket<'a> {
             NvmePacket::WriteCompletion(_) => PacketType::WriteCompletion,
             NvmePacket::ReadRequest(_) => PacketType::ReadRequest,
             NvmePacket::ReadResponse { .. } => PacketType::ReadResponse,
+            NvmePacket::CommandRequest { .. } => PacketType::CommandRequest,
+            NvmePacket::CommandResponse { .. } => PacketType::CommandResponse,
         }
     }
 
@@ -352,15 +409,18 @@ impl<'a> NvmePacket<'a> {
             NvmePacket::WriteCompletion(repr) => &repr.nbth,
             NvmePacket::ReadRequest(repr) => &repr.nbth,
             NvmePacket::ReadResponse { repr, .. } => &repr.nbth,
+            NvmePacket::CommandRequest { repr, .. } => &repr.nbth,
+            NvmePacket::CommandResponse { repr, .. } => &repr.nbth,
         }
     }
 
     /// The data part (empty for the types without one).
     pub const fn data(&self) -> &'a [u8] {
         match self {
-            NvmePacket::WriteDataResponse { data, .. } | NvmePacket::ReadResponse { data, .. } => {
-                data
-            }
+            NvmePacket::WriteDataResponse { data, .. }
+            | NvmePacket::ReadResponse { data, .. }
+            | NvmePacket::CommandRequest { data, .. }
+            | NvmePacket::CommandResponse { data, .. } => data,
             _ => &[],
         }
     }
@@ -400,6 +460,8 @@ impl<'a> NvmePacket<'a> {
             NvmePacket::ReadResponse { repr, .. } => {
                 repr.emit(&mut response::Packet::new_unchecked(header));
             }
+            NvmePacket::CommandRequest { repr, .. } => repr.emit(header),
+            NvmePacket::CommandResponse { repr, .. } => repr.emit(header),
         }
     }
 }
@@ -416,6 +478,17 @@ impl fmt::Display for NvmePacket<'_> {
             }
             NvmePacket::WriteDataResponse { data, .. } => write!(f, " data {}", data.len()),
             NvmePacket::WriteDataRequest(_) => Ok(()),
+            NvmePacket::CommandRequest { repr, data } => write!(
+                f,
+                " SQID {} opcode {:#04x} NSID {} data {}",
+                repr.target_sqid,
+                repr.sqe.opcode(),
+                repr.sqe.nsid(),
+                data.len()
+            ),
+            NvmePacket::CommandResponse { repr, data } => {
+                write!(f, " status {} data {}", repr.cqe.status, data.len())
+            }
         }
     }
 }

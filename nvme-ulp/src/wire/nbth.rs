@@ -515,7 +515,7 @@ mod tests {
         bytes[0] = 0x00;
         let packet = Packet::new_checked(&bytes[..]).unwrap();
         assert_eq!(packet.checked_type(), Err(ParseError::BadVersion(0)));
-        for code in 6..16 {
+        for code in 8..16 {
             bytes[0] = 0x10 | code;
             let packet = Packet::new_checked(&bytes[..]).unwrap();
             assert_eq!(

@@ -71,49 +71,81 @@ fn packet() -> impl Strategy<Value = (Vec<u8>, PacketType)> {
         0u8..16,
         any::<u16>(),
         data,
-        0u8..6,
+        0u8..8,
+        (
+            proptest::collection::vec(any::<u8>(), 64),
+            any::<(u32, u32, u16, u16, u16)>(),
+        ),
     )
-        .prop_map(|(nbth, command, status, dtype, dspec, data, code)| {
-            // Invariant: 0..6 are the assigned codes.
-            let packet_type = PacketType::from_code(code).expect("assigned code");
-            let data = if packet_type.carries_data() {
-                data
-            } else {
-                Vec::new()
-            };
-            let data_len = data.len() as u16;
-            let packet = match packet_type {
-                PacketType::WriteRequest => NvmePacket::WriteRequest(WriteRequest {
-                    nbth,
-                    command,
-                    dtype: DirectiveType::truncating(dtype),
-                    dspec,
-                }),
-                PacketType::ReadRequest => NvmePacket::ReadRequest(ReadRequest { nbth, command }),
-                PacketType::WriteDataRequest => {
-                    NvmePacket::WriteDataRequest(WriteDataRequest { nbth })
-                }
-                PacketType::WriteCompletion => {
-                    NvmePacket::WriteCompletion(WriteCompletion { nbth, status })
-                }
-                PacketType::WriteDataResponse => NvmePacket::WriteDataResponse {
-                    repr: WriteDataResponse { nbth, data_len },
-                    data: &[],
-                },
-                PacketType::ReadResponse => NvmePacket::ReadResponse {
-                    repr: ReadResponse {
+        .prop_map(
+            |(nbth, command, status, dtype, dspec, mut data, code, (sqe, cqe))| {
+                // Invariant: 0..8 are the assigned codes.
+                let packet_type = PacketType::from_code(code).expect("assigned code");
+                data.truncate(packet_type.max_data_len());
+                let data_len = data.len() as u16;
+                let mut sqe_bytes = [0u8; 64];
+                sqe_bytes.copy_from_slice(&sqe);
+                let (dw0, dw1, sqhd, sqid, cid) = cqe;
+                let cqe = Cqe {
+                    dw0,
+                    dw1,
+                    sqhd,
+                    sqid,
+                    cid,
+                    status,
+                };
+                let packet = match packet_type {
+                    PacketType::WriteRequest => NvmePacket::WriteRequest(WriteRequest {
                         nbth,
-                        status,
-                        data_len,
+                        command,
+                        dtype: DirectiveType::truncating(dtype),
+                        dspec,
+                    }),
+                    PacketType::ReadRequest => {
+                        NvmePacket::ReadRequest(ReadRequest { nbth, command })
+                    }
+                    PacketType::WriteDataRequest => {
+                        NvmePacket::WriteDataRequest(WriteDataRequest { nbth })
+                    }
+                    PacketType::WriteCompletion => {
+                        NvmePacket::WriteCompletion(WriteCompletion { nbth, status })
+                    }
+                    PacketType::WriteDataResponse => NvmePacket::WriteDataResponse {
+                        repr: WriteDataResponse { nbth, data_len },
+                        data: &[],
                     },
-                    data: &[],
-                },
-            };
-            let mut bytes = vec![0xA5; packet.header_len() + data.len()];
-            packet.emit_header(&mut bytes);
-            bytes[packet.header_len()..].copy_from_slice(&data);
-            (bytes, packet_type)
-        })
+                    PacketType::ReadResponse => NvmePacket::ReadResponse {
+                        repr: ReadResponse {
+                            nbth,
+                            status,
+                            data_len,
+                        },
+                        data: &[],
+                    },
+                    PacketType::CommandRequest => NvmePacket::CommandRequest {
+                        repr: CommandRequest {
+                            nbth,
+                            target_sqid: command.target_sqid,
+                            sqe: Sqe(sqe_bytes),
+                            data_len,
+                        },
+                        data: &[],
+                    },
+                    PacketType::CommandResponse => NvmePacket::CommandResponse {
+                        repr: CommandResponse {
+                            nbth,
+                            cqe,
+                            data_len,
+                        },
+                        data: &[],
+                    },
+                };
+                let mut bytes = vec![0xA5; packet.header_len() + data.len()];
+                packet.emit_header(&mut bytes);
+                bytes[packet.header_len()..].copy_from_slice(&data);
+                (bytes, packet_type)
+            },
+        )
 }
 
 /// Re-emits a parsed packet into fresh bytes.
@@ -187,6 +219,28 @@ fn every_parser(bytes: &[u8]) -> Result<NvmePacket<'_>, ParseError> {
             assert_eq!(NvmePacket::parse(&emit(&packet)), Ok(packet));
         }
     }
+    if let Ok(view) = command::RequestPacket::new_checked(bytes) {
+        let _ = (view.sqe().opcode(), view.sqe().nsid(), view.target_sqid());
+        if let Ok(repr) = CommandRequest::parse(&view) {
+            typed_ok += 1;
+            let packet = NvmePacket::CommandRequest {
+                repr,
+                data: view.data(),
+            };
+            assert_eq!(NvmePacket::parse(&emit(&packet)), Ok(packet));
+        }
+    }
+    if let Ok(view) = command::ResponsePacket::new_checked(bytes) {
+        let _ = view.cqe_dw3();
+        if let Ok(repr) = CommandResponse::parse(&view) {
+            typed_ok += 1;
+            let packet = NvmePacket::CommandResponse {
+                repr,
+                data: view.data(),
+            };
+            assert_eq!(NvmePacket::parse(&emit(&packet)), Ok(packet));
+        }
+    }
     // The typed parsers accept exactly what the dispatching one accepts.
     assert_eq!(typed_ok, usize::from(parsed.is_ok()));
     parsed
@@ -205,10 +259,19 @@ fn dispatch_names_the_fault() {
     let mut bytes = [0u8; 64];
     bytes[0] = 0x20;
     assert_eq!(NvmePacket::parse(&bytes), Err(ParseError::BadVersion(2)));
+    bytes[0] = 0x18;
+    assert_eq!(
+        NvmePacket::parse(&bytes),
+        Err(ParseError::ReservedPacketType(8))
+    );
     bytes[0] = 0x16;
     assert_eq!(
         NvmePacket::parse(&bytes),
-        Err(ParseError::ReservedPacketType(6))
+        Err(ParseError::Truncated {
+            what: "NVMe Command Request",
+            need: 100,
+            have: 64
+        })
     );
     bytes[0] = 0x14;
     assert_eq!(
@@ -250,9 +313,9 @@ fn dispatch_names_the_fault() {
 #[test]
 fn header_len_per_type() {
     let lens: Vec<_> = PacketType::ALL.iter().map(|t| t.header_len()).collect();
-    assert_eq!(lens, [64, 32, 36, 36, 64, 36]);
+    assert_eq!(lens, [64, 32, 36, 36, 64, 36, 100, 48]);
     let data: Vec<_> = PacketType::ALL.iter().map(|t| t.carries_data()).collect();
-    assert_eq!(data, [false, false, true, false, false, true]);
+    assert_eq!(data, [false, false, true, false, false, true, true, true]);
     for packet_type in PacketType::ALL {
         assert_eq!(PacketType::from_code(packet_type.code()), Ok(packet_type));
     }
@@ -296,7 +359,7 @@ proptest! {
             Ok(t) if !t.carries_data() && bytes.len() > t.header_len() => {
                 Err(ParseError::TrailingBytes { what: "", extra: bytes.len() - t.header_len() })
             }
-            Ok(t) if bytes.len() - t.header_len() > MAX_DATA_LEN => {
+            Ok(t) if bytes.len() - t.header_len() > t.max_data_len() => {
                 Err(ParseError::DataTooLong { len: bytes.len() - t.header_len() })
             }
             Ok(t) => Ok(t),
