@@ -73,6 +73,8 @@ impl AtomicAckEth {
     }
 }
 
+extended_repr!(AtomicAckEth, AtomicAckEth);
+
 impl fmt::Display for AtomicAckEth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "AtomicAckETH original {:#x}", self.original_data)

@@ -119,6 +119,8 @@ impl AtomicEth {
     }
 }
 
+extended_repr!(AtomicEth, AtomicEth);
+
 impl fmt::Display for AtomicEth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

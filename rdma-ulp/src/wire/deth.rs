@@ -140,6 +140,8 @@ impl Deth {
     }
 }
 
+extended_repr!(Deth, Deth);
+
 impl fmt::Display for Deth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "DETH qkey {} src qp {}", self.q_key, self.source_qp)

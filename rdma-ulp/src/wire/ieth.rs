@@ -69,6 +69,8 @@ impl Ieth {
     }
 }
 
+extended_repr!(Ieth, Ieth);
+
 impl fmt::Display for Ieth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "IETH rkey {}", self.r_key)

@@ -70,6 +70,8 @@ impl ImmDt {
     }
 }
 
+extended_repr!(ImmDt, ImmDt);
+
 impl fmt::Display for ImmDt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ImmDt {:#010x}", self.data)

@@ -4,7 +4,9 @@
 //! Layer: wire, the payload of a Falcon Push Data, Pull Request or Pull
 //! Data. Owns one zero-copy view and one `Repr` value per header (a module
 //! each), [`Opcode`] with the table of RDMA-0.9 §8.1.3 ([`opcode`]),
-//! and [`ParseError`]. Never panics on input: every
+//! [`ParseError`], and [`RdmaHeader`] / [`RdmaPacket`] ([`packet`]): the
+//! parse of a whole packet and the emit of its headers into a Falcon
+//! [`UlpHeader`](falcon_core::api::UlpHeader). Never panics on input: every
 //! view checks its length once (`check_len`) and every accessor stays in
 //! bounds after that. Knows nothing of queue pairs, memory regions,
 //! connections or Falcon sequence numbers: a payload is a borrowed slice on
@@ -200,8 +202,27 @@ macro_rules! header_view {
     };
 }
 
+/// Implements [`ExtendedRepr`] for a header module's `Repr` through its
+/// view.
+macro_rules! extended_repr {
+    ($repr:ident, $kind:ident) => {
+        impl $crate::wire::ExtendedRepr for $repr {
+            const KIND: $crate::wire::ExtendedHeader = $crate::wire::ExtendedHeader::$kind;
+
+            fn read(bytes: &[u8]) -> Result<Self, $crate::wire::ParseError> {
+                Self::parse(&Packet::new_checked(bytes)?)
+            }
+
+            fn write(&self, bytes: &mut [u8]) {
+                self.emit(&mut Packet::new_unchecked(bytes));
+            }
+        }
+    };
+}
+
 mod bytes;
 pub mod opcode;
+pub mod packet;
 
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
@@ -223,6 +244,7 @@ pub use oeth::Oeth;
 pub use opcode::{
     ExtendedHeader, Extra, HeaderLayout, Opcode, Operation, Position, Service, MAX_HEADER_LEN,
 };
+pub use packet::{Extensions, HeaderMismatch, RdmaHeader, RdmaPacket};
 pub use rbth::Rbth;
 pub use reth::Reth;
 pub use seth::Seth;
@@ -419,3 +441,17 @@ impl fmt::Display for ParseError {
 }
 
 impl std::error::Error for ParseError {}
+
+/// An extended header's `Repr` as the dispatching parse and emit use it:
+/// read from, and write to, bytes that start with the header.
+pub(crate) trait ExtendedRepr: Sized {
+    const KIND: ExtendedHeader;
+
+    /// # Errors
+    ///
+    /// [`ParseError::Truncated`] if `bytes` is shorter than the header.
+    fn read(bytes: &[u8]) -> Result<Self, ParseError>;
+
+    /// Writes the header into `bytes[..KIND.header_len()]`.
+    fn write(&self, bytes: &mut [u8]);
+}

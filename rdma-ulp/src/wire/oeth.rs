@@ -73,6 +73,8 @@ impl Oeth {
     }
 }
 
+extended_repr!(Oeth, Oeth);
+
 impl fmt::Display for Oeth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "OETH offset {}", self.message_offset)

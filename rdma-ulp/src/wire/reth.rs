@@ -105,6 +105,8 @@ impl Reth {
     }
 }
 
+extended_repr!(Reth, Reth);
+
 impl fmt::Display for Reth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

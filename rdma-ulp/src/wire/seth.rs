@@ -75,6 +75,8 @@ impl Seth {
     }
 }
 
+extended_repr!(Seth, Seth);
+
 impl fmt::Display for Seth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "SETH {}", self.rmsn)

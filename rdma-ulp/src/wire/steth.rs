@@ -88,6 +88,8 @@ impl Steth {
     }
 }
 
+extended_repr!(Steth, Steth);
+
 impl fmt::Display for Steth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
