@@ -455,3 +455,6 @@ pub(crate) trait ExtendedRepr: Sized {
     /// Writes the header into `bytes[..KIND.header_len()]`.
     fn write(&self, bytes: &mut [u8]);
 }
+
+#[cfg(test)]
+mod tests;
