@@ -75,10 +75,10 @@
 //! so the wire format cannot be compared. Its prose of §8.2–§8.3.10 says
 //! what 0.9's says (AtomicETH in requests, AtomicAckETH in responses, the
 //! IB-derived headers in InfiniBand's format). Where it differs it is
-//! outside the wire format: §6.2 calls unordered mode "out-of-order
-//! placement, in-order completion" (0.9: out-of-order completion, as its
-//! own §6.4 table), and §6.6.2 lacks 0.9's first sentence. Everything here
-//! follows 0.9.
+//! outside the wire format: its §6.2 gives unordered mode in-order
+//! completions where 0.9's §6.2 and §6.4 table give out-of-order ones (a
+//! slip of the translation, most likely), and its §6.6.2 lacks 0.9's first
+//! sentence. Everything here follows 0.9.
 //!
 //! Not built: XRCETH (RDMA-0.9 §8.3.9). No opcode of the table carries it
 //! (ulp.md D5: RC and UD first).
