@@ -33,7 +33,7 @@ use nvme_ulp::layout::Format;
 use nvme_ulp::status::StatusCounts;
 use nvme_ulp::Status;
 
-use super::report::{psp_label, NvmeReport};
+use super::report::{psp_label, size, NvmeReport};
 use crate::cmd::nvme_io::{check_read, fill, latency_histogram, Latency};
 use crate::cmd::nvme_perf::{errors_by_status, FalconFigures};
 use crate::democfg::{DemoConfig, NvmeWorkload};
@@ -174,12 +174,7 @@ impl Command {
             Kind::Read => "read",
             Kind::NeverWritten => "read of the never-written area",
         };
-        let bytes = self.blocks * block_bytes;
-        let size = if bytes % 1024 == 0 {
-            format!("{} KiB", bytes / 1024)
-        } else {
-            format!("{bytes} B")
-        };
+        let size = size(self.blocks * block_bytes);
         format!("{what} of {size} at LBA {}", self.slba)
     }
 }

@@ -470,7 +470,7 @@ pub fn print_text(r: &Report) {
 }
 
 /// `4 KiB`, `1 MiB`, or bytes.
-fn size(bytes: u64) -> String {
+pub(super) fn size(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
