@@ -53,7 +53,7 @@ use falcon_core::time::Timestamp;
 use falcon_core::transaction::UlpEvent;
 
 use crate::democfg::schema::Ordering;
-use crate::democfg::EffectiveConfig;
+use crate::democfg::{EffectiveConfig, Setup};
 use crate::error::{AppError, Result};
 
 pub use report::{print_text, NvmeReport, Report};
@@ -274,11 +274,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
 }
 
 /// The Falcon workload between the two engines.
-fn run_falcon(
-    effective: &EffectiveConfig,
-    setup: &crate::democfg::Setup,
-    quiet: bool,
-) -> Result<Report> {
+fn run_falcon(effective: &EffectiveConfig, setup: &Setup, quiet: bool) -> Result<Report> {
     let workload = &setup.workload;
     let start = Instant::now();
     let now = stamp(start, Instant::now());
@@ -480,7 +476,7 @@ fn rotate_keys(
     initiator: &mut Engine,
     target: &mut Engine,
     connections: (ConnectionHandle, ConnectionHandle),
-    setup: &crate::democfg::build::Setup,
+    setup: &Setup,
     (seed, rotation): (u64, u64),
 ) -> std::result::Result<(), falcon_core::engine::RotationError> {
     for (side, engine) in [initiator as &mut Engine, target].into_iter().enumerate() {

@@ -41,7 +41,7 @@ use crate::error::Result;
 use crate::nvme::{NvmePair, PairConfig, NSID};
 
 /// Every this many commands, one reads the area no command writes.
-pub(super) const NEVER_WRITTEN_EVERY: u64 = 32;
+const NEVER_WRITTEN_EVERY: u64 = 32;
 /// The namespace's last eighth is never written.
 const NEVER_WRITTEN_SHARE: u64 = 8;
 /// One write in this many has FUA set.
@@ -172,7 +172,7 @@ impl Command {
             Kind::Write { fua: false } => "write",
             Kind::ReadBack => "read-back",
             Kind::Read => "read",
-            Kind::NeverWritten => "read of the never-written area",
+            Kind::NeverWritten => "read (never-written area)",
         };
         let size = size(self.blocks * block_bytes);
         format!("{what} of {size} at LBA {}", self.slba)
@@ -677,7 +677,7 @@ mod tests {
             "{failures:?}"
         );
         assert!(
-            failures.iter().any(|f| f.contains("read of the never-written area")
+            failures.iter().any(|f| f.starts_with("NVMe: the read (never-written area) of ")
                 && f.contains(&format!("LBA {never_written} data byte 3 is 0xff, 0x00 expected (never written: zeroes)"))),
             "{failures:?}"
         );
