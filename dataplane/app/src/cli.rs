@@ -23,9 +23,12 @@ pub enum Command {
     /// reordering and duplication (and, asked for, corruption), PSP on,
     /// Swift congestion control; a mix of push and pull transactions, every
     /// byte verified; the target's ULP may answer RNR or complete in error.
+    /// Then NVMe over Falcon: an NVMe initiator and target over their own
+    /// lossy loopback, PSP on, reads and writes of 4 KiB to 1 MiB, every
+    /// write read back and compared byte for byte (`--no-nvme` skips it).
     /// Prints transactions/s, Gbit/s, p50/p99 latency, retransmissions,
-    /// drops by reason and the congestion windows seen. Exits 1 if anything
-    /// failed verification.
+    /// drops by reason and the congestion windows seen, and the NVMe IOPS,
+    /// MiB/s and latency. Exits 1 if anything failed verification.
     Demo(DemoArgs),
     /// Offline PSP tools on pcap files, compatible with google/psp's
     /// `psp_encrypt` and `psp_decrypt` (same flags, same configuration files,
@@ -621,6 +624,14 @@ pub struct DemoArgs {
     /// pair each, instead of inline [rue.placement = "thread"].
     #[arg(long)]
     pub rue_thread: bool,
+    /// NVMe commands of the NVMe phase after the Falcon workload: reads
+    /// and writes of mixed sizes over NVMe over Falcon, every write read
+    /// back and compared [nvme.commands, default 2000].
+    #[arg(long, value_name = "N")]
+    pub nvme_commands: Option<u64>,
+    /// Skip the NVMe phase [nvme.enabled = false].
+    #[arg(long)]
+    pub no_nvme: bool,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,

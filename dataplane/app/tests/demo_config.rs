@@ -221,7 +221,7 @@ fn rue_on_its_own_thread_runs_and_verifies() {
     // and a debug build starved of CPU measures RTTs far above Swift's
     // target, which shrinks the window to its floor (0.01 packets: a packet
     // per ≈ 100 RTTs) until queued transactions reach their 1 s timeout.
-    let v = demo_json(&["--rue-thread", "--transactions", "800"]);
+    let v = demo_json(&["--rue-thread", "--transactions", "800", "--no-nvme"]);
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["rue_placement"], "thread");
     // Results applied; the last event may still be at the RUE at the end.
@@ -237,7 +237,7 @@ fn rue_on_its_own_thread_runs_and_verifies() {
     let scratch = Scratch::new("democfg", "rue-thread");
     let path = scratch.file(
         "thread.toml",
-        "[rue]\nplacement = \"thread\"\n[workload]\ntransactions = 500\n",
+        "[rue]\nplacement = \"thread\"\n[workload]\ntransactions = 500\n[nvme]\nenabled = false\n",
     );
     let v = demo_json(&["--config", &path]);
     assert_eq!(v["ok"], true, "{v}");
@@ -260,7 +260,13 @@ fn live_key_rotation_keeps_every_transaction() {
     // transactions took 4.4 ms in one release run and saw only two. 2000
     // give a release build over 10 ms, several rotations; the bound below
     // asks for two, and no more than the run's milliseconds allow.
-    let v = demo_json(&["--rotate-keys-every", "50", "--transactions", "2000"]);
+    let v = demo_json(&[
+        "--rotate-keys-every",
+        "50",
+        "--transactions",
+        "2000",
+        "--no-nvme",
+    ]);
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["transactions"], 2000);
     let rotations = v["key_rotations"].as_u64().unwrap();

@@ -10,6 +10,7 @@ pub mod bench_udp;
 pub mod demo;
 pub mod nbd_gateway;
 pub mod node;
+pub mod nvme_io;
 pub mod nvme_perf;
 pub mod pcap_decode;
 pub mod pcap_sample;

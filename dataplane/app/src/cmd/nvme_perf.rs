@@ -27,13 +27,9 @@ use nvme_ulp::Status;
 use serde::Serialize;
 
 use crate::cli::{NvmePattern, NvmePerfArgs};
+use crate::cmd::nvme_io::{check_read, fill, latency_histogram, Latency, MAX_IO, MIN_IO};
 use crate::error::{AppError, Result};
 use crate::nvme::{NvmePair, PairConfig, PairStats, NSID};
-
-/// Smallest and largest I/O: an iCMD carries 4 KiB to 1 MiB (NVMe-0.9
-/// §6.5, the initiator's MDTS).
-const MIN_IO: u64 = 4096;
-const MAX_IO: u64 = 1 << 20;
 /// How long a run waits without any completion before it fails: past the
 /// iCMD timeout, every outstanding command has completed (in error).
 const ICMD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -70,18 +66,6 @@ pub struct Report {
     pub first_verify_failure: Option<String>,
     pub falcon: FalconFigures,
     pub ok: bool,
-}
-
-/// spdk_nvme_perf's latency columns and percentile rows, in µs.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct Latency {
-    pub average: f64,
-    pub min: f64,
-    pub max: f64,
-    pub p50: f64,
-    pub p99: f64,
-    pub p99_9: f64,
-    pub p99_99: f64,
 }
 
 /// What Falcon did beneath the I/Os, both engines.
@@ -137,40 +121,6 @@ impl FalconFigures {
             credit_waits: stats.initiator.credit_waits + stats.target.credit_waits,
             icmd_timeouts: stats.initiator.timeouts,
         }
-    }
-}
-
-/// The pattern a write of generation `generation` leaves in block `lba`:
-/// `data` (one block) and `metadata` (its metadata). Generation 0 is a
-/// block never written: zeroes.
-fn fill_block(lba: u64, generation: u32, data: &mut [u8], metadata: &mut [u8]) {
-    if generation == 0 {
-        data.fill(0);
-        metadata.fill(0);
-        return;
-    }
-    let mut rng = SplitMix64::new((lba << 24) ^ u64::from(generation) ^ 0xA5A5_5A5A_0F0F_F0F0);
-    for part in [data, metadata] {
-        for chunk in part.chunks_mut(8) {
-            let word = rng.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-    }
-}
-
-/// The pattern of `blocks` blocks from `slba` at `generation`.
-fn fill(format: Format, slba: u64, generation: u32, buffers: &mut HostBuffers, blocks: usize) {
-    let lba = format.lba_size.bytes();
-    let md = format.metadata.bytes();
-    buffers.data.resize(blocks * lba, 0);
-    buffers.metadata.resize(blocks * md, 0);
-    for block in 0..blocks {
-        fill_block(
-            slba + block as u64,
-            generation,
-            &mut buffers.data[block * lba..(block + 1) * lba],
-            &mut buffers.metadata[block * md..(block + 1) * md],
-        );
     }
 }
 
@@ -336,9 +286,7 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
             metadata: Vec::with_capacity(blocks * format.metadata.bytes()),
         })
         .collect();
-    let mut expected = HostBuffers::default();
-    let mut histogram = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
-        .map_err(|e| AppError::Failed(format!("histogram: {e}")))?;
+    let mut histogram = latency_histogram()?;
     let mut counts = Counts::default();
     let mut statuses = StatusCounts::default();
     let mut verify_failures = 0u64;
@@ -408,7 +356,6 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
                 &mut statuses,
                 &mut histogram,
                 &mut read_pool,
-                &mut expected,
                 (&mut verify_failures, &mut first_verify_failure),
             );
         }
@@ -441,20 +388,7 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
     }
     let elapsed = start.elapsed().as_secs_f64();
     let stats = pair.stats();
-    let us = |ns: u64| ns as f64 / 1e3;
-    let latency = if histogram.is_empty() {
-        Latency::default()
-    } else {
-        Latency {
-            average: histogram.mean() / 1e3,
-            min: us(histogram.min()),
-            max: us(histogram.max()),
-            p50: us(histogram.value_at_quantile(0.5)),
-            p99: us(histogram.value_at_quantile(0.99)),
-            p99_9: us(histogram.value_at_quantile(0.999)),
-            p99_99: us(histogram.value_at_quantile(0.9999)),
-        }
-    };
+    let latency = Latency::from_histogram(&histogram);
     let ok = (counts.errors == 0 || args.allow_errors) && verify_failures == 0;
     Ok(Report {
         transport: "NVMe over Falcon, in-process loopback (unordered connection, PSP, Swift)",
@@ -493,7 +427,6 @@ fn complete(
     statuses: &mut StatusCounts,
     histogram: &mut Histogram<u64>,
     read_pool: &mut Vec<HostBuffers>,
-    expected: &mut HostBuffers,
     (failures, first): (&mut u64, &mut Option<String>),
 ) {
     let slot = done.tag;
@@ -528,18 +461,15 @@ fn complete(
             counts.bytes += buffers.data.len() as u64;
             if let (Some(generations), true) = (&workload.generations, success) {
                 let generation = generations[slot as usize];
-                if generation != UNKNOWN {
-                    let blocks = workload.blocks_per_io as usize;
-                    fill(workload.format, slba, generation, expected, blocks);
-                    if *expected != buffers {
-                        *failures += 1;
-                        first.get_or_insert_with(|| {
-                            format!(
-                                "read at LBA {slba} ({} blocks) differs from write generation {generation}",
-                                blocks
-                            )
-                        });
-                    }
+                let blocks = workload.blocks_per_io as usize;
+                let known = (generation != UNKNOWN).then_some(generation);
+                if let Err(mismatch) =
+                    check_read(workload.format, slba, blocks, |_| known, &buffers)
+                {
+                    *failures += 1;
+                    first.get_or_insert_with(|| {
+                        format!("read at LBA {slba} ({blocks} blocks): {mismatch}")
+                    });
                 }
             }
             read_pool.push(buffers);
@@ -670,25 +600,6 @@ pub fn main(args: &NvmePerfArgs) -> Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_pattern_depends_on_lba_and_generation() {
-        let format = Format {
-            lba_size: LbaSize::B512,
-            metadata: MetadataSize::B8,
-        };
-        let mut a = HostBuffers::default();
-        let mut b = HostBuffers::default();
-        fill(format, 8, 1, &mut a, 2);
-        fill(format, 8, 2, &mut b, 2);
-        assert_ne!(a.data, b.data);
-        assert_ne!(a.metadata, b.metadata);
-        fill(format, 9, 1, &mut b, 2);
-        assert_eq!(a.data[512..], b.data[..512]);
-        assert_eq!(a.metadata[8..], b.metadata[..8]);
-        fill(format, 8, 0, &mut b, 2);
-        assert!(b.data.iter().chain(&b.metadata).all(|&x| x == 0));
-    }
-
     /// A read that returns other bytes than the last write there is a
     /// verify failure; the same read with the right bytes is not.
     #[test]
@@ -717,7 +628,6 @@ mod tests {
         let mut statuses = StatusCounts::default();
         let mut histogram = Histogram::<u64>::new(3).expect("histogram");
         let mut pool = Vec::new();
-        let mut expected = HostBuffers::default();
         let mut failures = 0;
         let mut first = None;
         let mut finish = |workload: &mut Workload, tag: u64, buffers: IcmdBuffers| {
@@ -734,7 +644,6 @@ mod tests {
                 &mut statuses,
                 &mut histogram,
                 &mut pool,
-                &mut expected,
                 (&mut failures, &mut first),
             );
             (failures, first.clone())

@@ -27,7 +27,9 @@ use super::schema::{
     DeliverySection, DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, RuePlacement, SwiftSection,
 };
 use super::Origin;
+use crate::cmd::nvme_io::{MAX_IO, MIN_IO};
 use crate::error::Result;
+use crate::nvme::PairConfig;
 
 /// Everything `falcon demo` runs, checked.
 #[derive(Debug, Clone)]
@@ -44,6 +46,25 @@ pub struct Setup {
     pub workload: Workload,
     pub target_ulp: TargetUlp,
     pub faults: Faults,
+    /// The NVMe phase, unless `nvme.enabled = false`.
+    pub nvme: Option<NvmeWorkload>,
+}
+
+/// What the NVMe phase runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NvmeWorkload {
+    pub commands: u64,
+    pub queue_depth: usize,
+    /// Command sizes, bytes: each a whole number of the pair's blocks
+    /// within [`MIN_IO`]..=[`MAX_IO`].
+    pub sizes: Vec<u64>,
+    /// Frames the pair's loopback loses, and holds back, each, parts per
+    /// million: `faults.loss` (one rate for both is what the pair takes).
+    pub loss_ppm: u32,
+    pub seed: u64,
+    /// A command not complete after this long fails in error: the
+    /// workload's timeout, at most Linux's 30 s I/O timeout.
+    pub icmd_timeout: Duration,
 }
 
 /// How the target's ULP answers the requests delivered to it.
@@ -172,6 +193,7 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
             "needs psp.enabled = true (without PSP nothing authenticates the Falcon packet: the UDP checksum is 0)",
         ));
     }
+    let nvme = nvme(config, &workload, origin)?;
     Ok(Setup {
         initiator,
         target,
@@ -181,6 +203,7 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         workload,
         target_ulp,
         faults,
+        nvme,
     })
 }
 
@@ -323,6 +346,59 @@ fn workload(config: &DemoConfig, max_payload: usize, origin: &Origin) -> Result<
         seed: w.seed,
         timeout: Duration::from_secs_f64(w.timeout_s),
     })
+}
+
+/// Longest a command of the NVMe phase may take (Linux's default I/O
+/// timeout).
+const NVME_ICMD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most commands the NVMe phase keeps outstanding.
+const NVME_MAX_QUEUE_DEPTH: usize = 1024;
+
+fn nvme(config: &DemoConfig, workload: &Workload, origin: &Origin) -> Result<Option<NvmeWorkload>> {
+    let n = &config.nvme;
+    if n.commands == 0 {
+        return Err(origin.error(
+            "nvme.commands",
+            "must be at least 1 (nvme.enabled = false or --no-nvme skips the NVMe phase)",
+        ));
+    }
+    if !(1..=NVME_MAX_QUEUE_DEPTH).contains(&n.queue_depth) {
+        return Err(origin.error(
+            "nvme.queue_depth",
+            format!(
+                "must be within 1..={NVME_MAX_QUEUE_DEPTH}, got {}",
+                n.queue_depth
+            ),
+        ));
+    }
+    if n.sizes.is_empty() {
+        return Err(origin.error("nvme.sizes", "needs at least one size"));
+    }
+    let block = PairConfig::default().format.lba_size.bytes() as u64;
+    let mut sizes = Vec::with_capacity(n.sizes.len());
+    for &size in &n.sizes {
+        let size = u64::from(size);
+        if !(MIN_IO..=MAX_IO).contains(&size) || size % block != 0 {
+            return Err(origin.error(
+                "nvme.sizes",
+                format!(
+                    "{size}: each size must be within {MIN_IO}..={MAX_IO} bytes (NVMe-0.9 §6.5, the initiator's MDTS) and a multiple of the {block}-byte block"
+                ),
+            ));
+        }
+        sizes.push(size);
+    }
+    if !n.enabled {
+        return Ok(None);
+    }
+    Ok(Some(NvmeWorkload {
+        commands: n.commands,
+        queue_depth: n.queue_depth,
+        sizes,
+        loss_ppm: ppm(config.faults.loss),
+        seed: workload.seed,
+        icmd_timeout: workload.timeout.min(NVME_ICMD_TIMEOUT),
+    }))
 }
 
 /// The delivery configuration of `[delivery]` (also `falcon run`'s).
@@ -591,6 +667,36 @@ mod tests {
         );
         assert_eq!(s.workload.sizes, [64, 256, 1024, 2048, 4096]);
         assert_eq!(s.workload.timeout, Duration::from_secs(120));
+        assert_eq!(
+            s.nvme,
+            Some(NvmeWorkload {
+                commands: 2000,
+                queue_depth: 16,
+                sizes: vec![4096, 16384, 65536, 262144, 1048576],
+                loss_ppm: 10_000,
+                seed: 1,
+                icmd_timeout: Duration::from_secs(30),
+            })
+        );
+    }
+
+    #[test]
+    fn nvme_values_reach_the_setup() {
+        let s = build(|c| {
+            c.nvme.commands = 7;
+            c.nvme.queue_depth = 3;
+            c.nvme.sizes = vec![8192, 4608];
+            c.faults.loss = 0.05;
+            c.workload.seed = 9;
+            c.workload.timeout_s = 2.0;
+        })
+        .unwrap();
+        let nvme = s.nvme.unwrap();
+        assert_eq!((nvme.commands, nvme.queue_depth), (7, 3));
+        assert_eq!(nvme.sizes, [8192, 4608]);
+        assert_eq!((nvme.loss_ppm, nvme.seed), (50_000, 9));
+        assert_eq!(nvme.icmd_timeout, Duration::from_secs(2));
+        assert_eq!(build(|c| c.nvme.enabled = false).unwrap().nvme, None);
     }
 
     #[test]
@@ -631,7 +737,7 @@ mod tests {
 
     #[test]
     fn refused_values_name_the_key() {
-        let cases: [(&str, Edit); 18] = [
+        let cases: [(&str, Edit); 22] = [
             ("`delivery.tx_window`", |c| c.delivery.tx_window = 0),
             ("`connection.rate_cap_bps`", |c| {
                 c.connection.rate_cap_bps = u64::MAX
@@ -671,6 +777,10 @@ mod tests {
             ("`target_ulp.rnr_timeout_ms`", |c| {
                 c.target_ulp.rnr_timeout_ms = 700.0
             }),
+            ("`nvme.commands`", |c| c.nvme.commands = 0),
+            ("`nvme.queue_depth`", |c| c.nvme.queue_depth = 0),
+            ("`nvme.sizes`", |c| c.nvme.sizes = vec![4096, 5000]),
+            ("`nvme.sizes`", |c| c.nvme.sizes = vec![2 << 20]),
         ];
         for (key, edit) in cases {
             let err = build(edit).err().unwrap();

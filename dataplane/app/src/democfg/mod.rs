@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use falcon_core::engine::ConfigError;
 
-pub use build::{Setup, Workload};
+pub use build::{NvmeWorkload, Setup, Workload};
 pub use schema::DemoConfig;
 
 use crate::cli::DemoArgs;
@@ -87,6 +87,12 @@ impl EffectiveConfig {
         set("target_ulp.cie", "--cie", args.cie.is_some());
         set("rue.placement", "--rue-thread", args.rue_thread);
         set(
+            "nvme.commands",
+            "--nvme-commands",
+            args.nvme_commands.is_some(),
+        );
+        set("nvme.enabled", "--no-nvme", args.no_nvme);
+        set(
             "psp.rotate_every_transactions",
             "--rotate-keys-every",
             args.rotate_keys_every.is_some(),
@@ -109,6 +115,12 @@ impl EffectiveConfig {
         }
         if args.rue_thread {
             config.rue.placement = schema::RuePlacement::Thread;
+        }
+        if let Some(n) = args.nvme_commands {
+            config.nvme.commands = n;
+        }
+        if args.no_nvme {
+            config.nvme.enabled = false;
         }
         Ok(EffectiveConfig { config, origin })
     }
@@ -348,6 +360,11 @@ mod tests {
                 d.target_ulp.rnr_timeout_ms.to_string(),
             ),
             ("cie", "target_ulp.cie", d.target_ulp.cie.to_string()),
+            (
+                "nvme_commands",
+                "nvme.commands",
+                d.nvme.commands.to_string(),
+            ),
         ] {
             let arg = demo.get_arguments().find(|a| a.get_id() == flag).unwrap();
             let help = arg.get_help().unwrap().to_string();

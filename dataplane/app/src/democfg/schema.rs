@@ -38,6 +38,7 @@ pub struct DemoConfig {
     pub workload: WorkloadSection,
     pub target_ulp: TargetUlpSection,
     pub faults: FaultsSection,
+    pub nvme: NvmeSection,
 }
 
 /// One node's addresses, a type per side so that a table setting only one
@@ -396,6 +397,32 @@ impl Default for FaultsSection {
             duplicate: 0.001,
             reorder_delay_us: 20,
             corrupt: 0.0,
+        }
+    }
+}
+
+/// The NVMe phase after the Falcon workload: an NVMe-over-Falcon initiator
+/// and target over a loopback pair of their own, with the loss of
+/// `[faults]` and the workload seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NvmeSection {
+    pub enabled: bool,
+    /// Commands (reads and writes) to complete.
+    pub commands: u64,
+    /// Commands outstanding at most.
+    pub queue_depth: usize,
+    /// Command sizes, bytes, drawn uniformly.
+    pub sizes: Vec<u32>,
+}
+
+impl Default for NvmeSection {
+    fn default() -> Self {
+        NvmeSection {
+            enabled: true,
+            commands: 2000,
+            queue_depth: 16,
+            sizes: vec![4096, 16384, 65536, 262144, 1048576],
         }
     }
 }

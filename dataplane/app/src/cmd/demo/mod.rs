@@ -23,12 +23,21 @@
 //! other than as the target's ULP decided, carries a wrong byte, or if a
 //! corrupted frame is neither dropped by name nor harmless.
 //!
+//! Then, unless `--no-nvme`, the NVMe phase ([`nvme`]): an NVMe-over-Falcon
+//! initiator and target in this process over a loopback pair of their own
+//! with the same seeded loss, PSP on, reads and writes of mixed sizes with
+//! FUA on some, every write read back and every read compared byte for
+//! byte; a failed command or a wrong byte fails the run too. The report
+//! carries both phases' figures ([`Report::nvme`]).
+//!
 //! What runs — addresses, PSP, the connection (CIDs, initial PSNs and
 //! RSNs, ordering), delivery, resources, RUE, workload, the target ULP's
-//! answers and faults — is the embedded default, a `--config` file and the
-//! flags, merged and checked by [`crate::democfg`].
+//! answers, faults and the NVMe phase — is the embedded default, a
+//! `--config` file and the flags, merged and checked by
+//! [`crate::democfg`].
 
 mod corruption;
+mod nvme;
 mod report;
 mod ulp;
 
@@ -44,10 +53,10 @@ use falcon_core::time::Timestamp;
 use falcon_core::transaction::UlpEvent;
 
 use crate::democfg::schema::Ordering;
-use crate::democfg::EffectiveConfig;
+use crate::democfg::{EffectiveConfig, Setup};
 use crate::error::{AppError, Result};
 
-pub use report::{print_text, Report};
+pub use report::{print_text, NvmeReport, Report};
 
 use corruption::Corruption;
 use ulp::{InitiatorUlp, TargetAnswers};
@@ -249,9 +258,23 @@ impl Nodes {
 }
 
 /// Runs the demo on `effective` (checked here: a bad value is exit 2 by
-/// key or flag); `quiet` drops the progress lines on stderr.
+/// key or flag): the Falcon workload, then the NVMe phase unless
+/// `nvme.enabled = false`; `quiet` drops the progress lines on stderr.
 pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     let setup = effective.setup()?;
+    let mut report = run_falcon(effective, &setup, quiet)?;
+    if let Some(workload) = &setup.nvme {
+        let (nvme, failures) = nvme::run(workload, quiet)?;
+        report.ok &= nvme.ok;
+        report.failures += nvme.failures;
+        report.failure_reasons.extend(failures);
+        report.nvme = Some(nvme);
+    }
+    Ok(report)
+}
+
+/// The Falcon workload between the two engines.
+fn run_falcon(effective: &EffectiveConfig, setup: &Setup, quiet: bool) -> Result<Report> {
     let workload = &setup.workload;
     let start = Instant::now();
     let now = stamp(start, Instant::now());
@@ -359,7 +382,7 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
                 &mut nodes.initiator,
                 &mut nodes.target,
                 connections,
-                &setup,
+                setup,
                 keys,
             ) {
                 ulps.failures.push(format!("key rotation {rotations}: {e}"));
@@ -453,7 +476,7 @@ fn rotate_keys(
     initiator: &mut Engine,
     target: &mut Engine,
     connections: (ConnectionHandle, ConnectionHandle),
-    setup: &crate::democfg::build::Setup,
+    setup: &Setup,
     (seed, rotation): (u64, u64),
 ) -> std::result::Result<(), falcon_core::engine::RotationError> {
     for (side, engine) in [initiator as &mut Engine, target].into_iter().enumerate() {
@@ -537,6 +560,7 @@ mod tests {
             push_fraction: Some(0.5),
             seed: Some(1),
             timeout: Some(10.0),
+            no_nvme: true,
             json: true,
             ..DemoArgs::default()
         };
@@ -555,7 +579,51 @@ mod tests {
         // Once a panic in `Duration::from_secs_f64`.
         let err = with(|a| a.timeout = Some(1e300));
         assert!(err.to_string().contains("--timeout"), "{err}");
-        assert!(run_flags(base).unwrap().ok);
+        let err = with(|a| {
+            a.no_nvme = false;
+            a.nvme_commands = Some(0);
+        });
+        assert!(err.to_string().contains("--nvme-commands"), "{err}");
+        let r = run_flags(base).unwrap();
+        assert!(r.ok && r.nvme.is_none());
+    }
+
+    /// The NVMe phase under 3 % loss and reordering: every command
+    /// completes, every write is read back, every read byte is compared,
+    /// and Falcon retransmitted what the loopback lost beneath it. Short
+    /// (small commands) so that a debug build runs it in seconds.
+    #[test]
+    fn nvme_phase_runs_and_verifies_under_loss() {
+        let mut effective = EffectiveConfig::resolve(&DemoArgs {
+            transactions: Some(50),
+            loss: Some(0.03),
+            seed: Some(5),
+            json: true,
+            ..DemoArgs::default()
+        })
+        .unwrap();
+        let nvme = &mut effective.config.nvme;
+        nvme.commands = 150;
+        nvme.queue_depth = 8;
+        nvme.sizes = vec![4096, 12288, 65536];
+        let r = run(&effective, true).unwrap();
+        assert!(r.ok, "{:?}", r.failure_reasons);
+        let n = r.nvme.unwrap();
+        assert!(n.ok && n.failures == 0 && n.errors == 0);
+        assert_eq!(n.commands, 150);
+        assert_eq!(n.reads + n.writes, 150);
+        assert_eq!(n.read_backs, n.writes, "every write read back");
+        assert!(n.writes > 20, "{n:?}");
+        assert!(n.never_written_reads >= 3, "{n:?}");
+        assert_eq!(n.verified_bytes, n.bytes_read, "every read byte compared");
+        assert!(n.bytes_read >= n.bytes_written && n.bytes_written > 0);
+        assert_eq!((n.loss, n.reorder), (0.03, 0.03));
+        assert!(
+            n.falcon.frames_lost > 0 && n.falcon.frames_reordered > 0,
+            "{n:?}"
+        );
+        assert!(n.falcon.retransmissions > 0, "{n:?}");
+        assert!(n.iops > 0.0 && n.latency_us.p50 > 0.0 && n.latency_us.max >= n.latency_us.p99);
     }
 
     #[test]
@@ -569,6 +637,7 @@ mod tests {
             push_fraction: Some(0.5),
             seed: Some(7),
             timeout: Some(60.0),
+            no_nvme: true,
             json: true,
             ..DemoArgs::default()
         };

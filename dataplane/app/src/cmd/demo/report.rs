@@ -12,7 +12,9 @@ use falcon_core::engine::Engine;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::democfg::schema::{Ordering, PspVersion, RuePlacement};
+use crate::cmd::nvme_io::Latency;
+use crate::cmd::nvme_perf::FalconFigures;
+use crate::democfg::schema::{DemoConfig, Ordering, PspVersion, RuePlacement};
 use crate::democfg::EffectiveConfig;
 
 #[derive(Debug, Serialize)]
@@ -133,8 +135,61 @@ pub struct Report {
     pub rtt_min_us: f64,
     pub rtt_mean_us: f64,
     pub rtt_max_us: f64,
-    /// What failed, when `ok` is false (at most 20 lines).
+    /// The NVMe phase (`null` with `--no-nvme`).
+    pub nvme: Option<NvmeReport>,
+    /// What failed, when `ok` is false (at most 20 lines a phase, the NVMe
+    /// phase's starting `NVMe: `).
     pub failure_reasons: Vec<String>,
+}
+
+/// What the NVMe phase did and measured (the `nvme` object of `--json`).
+#[derive(Debug, Serialize)]
+pub struct NvmeReport {
+    /// Every command completed successfully and every read verified.
+    pub ok: bool,
+    /// The pair's engines: PSP, RUE and ordering.
+    pub transport: String,
+    /// Commands completed, reads and writes, in error or not.
+    pub commands: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Of the writes, those with Force Unit Access.
+    pub fua_writes: u64,
+    /// Of the reads, those of a range a write had just completed.
+    pub read_backs: u64,
+    /// Of the reads, those of the namespace's area no command writes
+    /// (zeroes expected).
+    pub never_written_reads: u64,
+    /// Data bytes of the successful reads and writes.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Read bytes compared with what their blocks must hold.
+    pub verified_bytes: u64,
+    pub queue_depth: usize,
+    /// Command sizes drawn from, bytes.
+    pub sizes: Vec<u64>,
+    pub lba_size_bytes: u64,
+    pub namespace_bytes: u64,
+    /// Fractions of frames the pair's loopback lost and held back.
+    pub loss: f64,
+    pub reorder: f64,
+    /// From the first submission to the last completion.
+    pub elapsed_s: f64,
+    pub iops: f64,
+    /// Data bytes read and written per second, MiB.
+    pub mib_s: f64,
+    /// Command latency, submission to completion, µs.
+    pub latency_us: Latency,
+    /// Commands completed with a status other than success, and by status.
+    pub errors: u64,
+    pub errors_by_status: BTreeMap<&'static str, u64>,
+    /// Successful reads with a wrong byte.
+    pub verify_failures: u64,
+    pub failures: u64,
+    /// What Falcon did beneath the commands, both engines: retransmissions,
+    /// RNR NACKs, the frames the loopback lost and reordered, drops, nCMDs.
+    #[serde(flatten)]
+    pub falcon: FalconFigures,
 }
 
 impl Report {
@@ -142,11 +197,7 @@ impl Report {
         let c = &effective.config;
         Report {
             ok: false,
-            psp: match (c.psp.enabled, c.psp.version) {
-                (false, _) => "off".into(),
-                (true, PspVersion::AesGcm128) => "AES-GCM-128".into(),
-                (true, PspVersion::AesGcm256) => "AES-GCM-256".into(),
-            },
+            psp: psp_label(c).into(),
             rue: c.rue.algorithm.label().into(),
             rue_placement: match c.rue.placement {
                 RuePlacement::Inline => "inline".into(),
@@ -211,6 +262,7 @@ impl Report {
             rtt_min_us: 0.0,
             rtt_mean_us: 0.0,
             rtt_max_us: 0.0,
+            nvme: None,
             failure_reasons: Vec::new(),
         }
     }
@@ -275,6 +327,15 @@ impl Report {
         } else {
             0.0
         };
+    }
+}
+
+/// `AES-GCM-128`, `AES-GCM-256` or `off`.
+pub(super) fn psp_label(c: &DemoConfig) -> &'static str {
+    match (c.psp.enabled, c.psp.version) {
+        (false, _) => "off",
+        (true, PspVersion::AesGcm128) => "AES-GCM-128",
+        (true, PspVersion::AesGcm256) => "AES-GCM-256",
     }
 }
 
@@ -400,8 +461,81 @@ pub fn print_text(r: &Report) {
         "  congestion    fcwnd {:.2}..{:.2}, ncwnd {}..{}, {} RUE events, {} RTT samples (min {:.1} µs, mean {:.1} µs, max {:.1} µs)",
         r.fcwnd_min, r.fcwnd_max, r.ncwnd_min, r.ncwnd_max, r.rue_events, r.rtt_samples, r.rtt_min_us, r.rtt_mean_us, r.rtt_max_us
     );
+    if let Some(nvme) = &r.nvme {
+        print_nvme(nvme);
+    }
     for reason in &r.failure_reasons {
         println!("  FAILURE       {reason}");
+    }
+}
+
+/// `4 KiB`, `1 MiB`, or bytes.
+pub(super) fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// The NVMe phase's block.
+fn print_nvme(n: &NvmeReport) {
+    let sizes: Vec<String> = n.sizes.iter().map(|&b| size(b)).collect();
+    println!(
+        "NVMe over Falcon: initiator and target (nvme-ulp) over their own loopback, {}; {} RAM namespace of {} B blocks",
+        n.transport,
+        size(n.namespace_bytes),
+        n.lba_size_bytes
+    );
+    let sizes = match sizes.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    println!(
+        "  commands      {} of {sizes} at QD {}: {} writes ({} FUA), {} reads ({} read-backs of the writes, {} of never-written blocks)",
+        n.commands,
+        n.queue_depth,
+        n.writes,
+        n.fua_writes,
+        n.reads,
+        n.read_backs,
+        n.never_written_reads
+    );
+    println!(
+        "  verified      {} bytes read compared byte for byte with what was written (zeroes where nothing was), {}",
+        n.verified_bytes,
+        if n.ok { "all verified" } else { "FAILED" }
+    );
+    println!(
+        "  rate          {:.0} IOPS, {:.1} MiB/s ({} bytes written, {} read) in {:.2} s",
+        n.iops, n.mib_s, n.bytes_written, n.bytes_read, n.elapsed_s
+    );
+    let l = &n.latency_us;
+    println!(
+        "  latency       avg {:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        l.average, l.p50, l.p99, l.max
+    );
+    let f = &n.falcon;
+    println!(
+        "  faults        {:.1}% loss, {:.1}% reordering: {} frames lost, {} reordered; {} retransmissions, {} RNR NACKs, of {} nCMDs",
+        n.loss * 100.0,
+        n.reorder * 100.0,
+        f.frames_lost,
+        f.frames_reordered,
+        f.retransmissions,
+        f.rnr_nacks,
+        f.ncmds
+    );
+    let drops: BTreeMap<String, u64> = f.drops.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    println!("  drops         {}", counts(&drops));
+    if n.errors > 0 {
+        let statuses: BTreeMap<String, u64> = n
+            .errors_by_status
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        println!("  errors        {} ({})", n.errors, counts(&statuses));
     }
 }
 
