@@ -15,6 +15,7 @@ pub mod memory;
 pub mod metrics;
 pub mod nbd;
 pub mod nvme;
+pub mod nvmecfg;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
