@@ -104,6 +104,41 @@ pub enum Command {
     /// `--allow-errors`) or, with `--verify`, any read that differs from
     /// what was written.
     NvmePerf(NvmePerfArgs),
+    /// Serve NVMe namespaces over Falcon (`--config`, see
+    /// configs/nvme-target.toml): RAM- or file-backed namespaces (O_DIRECT
+    /// where the file system takes it) on storage worker threads, the
+    /// engine on the kernel UDP port (or a DPDK ethdev), PSP on. Initiators
+    /// (`falcon nvme-perf --connect`) connect to the connection manager
+    /// (`node.control`, TCP) and get an unordered Falcon connection each
+    /// and the namespace list, at once or one after another; one that goes
+    /// away or whose connection fails is closed and its commands aborted,
+    /// and the target serves the others. A stats line a second on stderr
+    /// (connections, IOPS, MiB/s read and written, error statuses, RNR
+    /// NACKs); SIGINT, SIGTERM or `--duration` stop it with the final
+    /// figures (`--json`: one object). Configuration errors name the file,
+    /// line and key (exit 2); `--check` prints the plan.
+    NvmeTarget(NvmeTargetArgs),
+}
+
+/// `falcon nvme-target`: the target node.
+#[derive(Debug, Clone, Args)]
+pub struct NvmeTargetArgs {
+    /// The target's configuration (TOML; commented example in
+    /// configs/nvme-target.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Check the configuration, print the plan, and exit without serving.
+    #[arg(long)]
+    pub check: bool,
+    /// No stats lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// The final figures as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `falcon nvme-perf`'s I/O pattern (`-w`).

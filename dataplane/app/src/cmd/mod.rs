@@ -11,6 +11,7 @@ pub mod demo;
 pub mod nbd_gateway;
 pub mod node;
 pub mod nvme_perf;
+pub mod nvme_target;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod pipeline_falcon;

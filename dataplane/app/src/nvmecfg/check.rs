@@ -23,7 +23,7 @@ use nvme_ulp::target::TargetConfig;
 use super::schema::{Backing, NvmeTargetConfig, PortKindName, PortSection};
 use crate::democfg::{build, Origin};
 use crate::error::Result;
-use crate::runcfg::check::{allowed_cpus, psp, PspPlan};
+use crate::runcfg::check::{psp, PspPlan};
 
 /// The engine's MAC on the UDP port when `node.mac` is not given (the port
 /// rebuilds Ethernet headers; the address only has to be the same in every
@@ -132,14 +132,9 @@ pub fn plan(config: &NvmeTargetConfig, origin: &Origin) -> Result<Plan> {
     if node.function > 0xFF_FFFF {
         return Err(origin.error("node.function", "must fit 24 bits (at most 0xFFFFFF)"));
     }
-    if let (Some(core), Some(allowed)) = (node.core, allowed_cpus()) {
-        if !allowed.contains(&core) {
-            return Err(origin.error(
-                "node.core",
-                format!("CPU {core} is not one this process may run on ({allowed:?})"),
-            ));
-        }
-    }
+    // node.core is checked when the target pins itself: the CPUs this
+    // process runs on now (a parent's affinity, inherited) are not all it
+    // may be given.
     let port = port(&config.port, config, origin)?;
     let psp = psp(&config.psp, origin)?;
     let delivery = build::delivery(&config.delivery, origin)?;

@@ -183,7 +183,7 @@ fn eal_args(config: &RunConfig, origin: &Origin) -> Result<Vec<String>> {
 }
 
 /// The CPUs this process may run on.
-pub(crate) fn allowed_cpus() -> Option<Vec<usize>> {
+fn allowed_cpus() -> Option<Vec<usize>> {
     let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
     Some(
         (0..nix::sched::CpuSet::count())
