@@ -95,18 +95,57 @@ pub enum Command {
     /// `nbdinfo 'nbd+unix:///?socket=PATH'`.
     NbdGateway(NbdGatewayArgs),
     /// NVMe I/O with spdk_nvme_perf's options and table, over NVMe over
-    /// Falcon. Today the initiator and the target run in this process (two
-    /// engines over the in-process loopback, PSP on, Swift, an unordered
-    /// connection, a RAM namespace on a storage worker thread), with
-    /// `--loss` seeded loss and reordering; the remote form (`-r`, over
-    /// UDP or DPDK) is not there yet. A line a second on stderr (IOPS,
-    /// MiB/s, errors); at the end the `Device Information` table (latency
-    /// in µs), percentiles, the Falcon figures (retransmissions, drops by
-    /// reason, RNR NACKs) and the NVMe errors by status (`--json`: one
-    /// object). Exits 1 on any non-success status (unless
-    /// `--allow-errors`) or, with `--verify`, any read that differs from
-    /// what was written.
+    /// Falcon. With `--connect` (or `-r`), against a target in another
+    /// process or host (`falcon nvme-target`): its namespaces come with the
+    /// connection, frames go over the kernel UDP port, PSP on; a lost
+    /// target fails the outstanding I/Os (Transient Transport Error) and is
+    /// reconnected to for `--reconnect-timeout` seconds. Without, the
+    /// initiator and the target run in this process (two engines over the
+    /// in-process loopback, PSP on, Swift, an unordered connection, a RAM
+    /// namespace on a storage worker thread), with `--loss` seeded loss
+    /// and reordering. A line a second on stderr (IOPS, MiB/s, errors); at
+    /// the end the `Device Information` table (latency in µs),
+    /// percentiles, the Falcon figures (retransmissions, drops by reason,
+    /// RNR NACKs, reconnections) and the NVMe errors by status (`--json`:
+    /// one object). Exits 1 on any non-success status (unless
+    /// `--allow-errors`), a target lost for good, or, with `--verify`, any
+    /// read that differs from what was written.
     NvmePerf(NvmePerfArgs),
+    /// Serve NVMe namespaces over Falcon (`--config`, see
+    /// configs/nvme-target.toml): RAM- or file-backed namespaces (O_DIRECT
+    /// where the file system takes it) on storage worker threads, the
+    /// engine on the kernel UDP port (or a DPDK ethdev), PSP on. Initiators
+    /// (`falcon nvme-perf --connect`) connect to the connection manager
+    /// (`node.control`, TCP) and get an unordered Falcon connection each
+    /// and the namespace list, at once or one after another; one that goes
+    /// away or whose connection fails is closed and its commands aborted,
+    /// and the target serves the others. A stats line a second on stderr
+    /// (connections, IOPS, MiB/s read and written, error statuses, RNR
+    /// NACKs); SIGINT, SIGTERM or `--duration` stop it with the final
+    /// figures (`--json`: one object). Configuration errors name the file,
+    /// line and key (exit 2); `--check` prints the plan.
+    NvmeTarget(NvmeTargetArgs),
+}
+
+/// `falcon nvme-target`: the target node.
+#[derive(Debug, Clone, Args)]
+pub struct NvmeTargetArgs {
+    /// The target's configuration (TOML; commented example in
+    /// configs/nvme-target.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Check the configuration, print the plan, and exit without serving.
+    #[arg(long)]
+    pub check: bool,
+    /// No stats lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// The final figures as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `falcon nvme-perf`'s I/O pattern (`-w`).
@@ -150,16 +189,22 @@ pub struct NvmePerfArgs {
     /// Check every read against what was written: each write fills its
     /// blocks (data and metadata) with a pattern keyed by LBA and the
     /// write's generation; a read expects the last generation written
-    /// there (zeroes before the first). I/Os never overlap one in flight.
+    /// there (in process: zeroes before the first; a remote namespace's
+    /// earlier contents are unknown, so a read is checked once this run
+    /// wrote its offset). I/Os never overlap one in flight.
     #[arg(long)]
     pub verify: bool,
-    /// LBA size of the namespace.
-    #[arg(long, value_name = "512|4096", default_value_t = 512)]
-    pub lba_size: u32,
-    /// Metadata bytes per block (separate buffers, MSET = 0; no PI).
-    #[arg(long, value_name = "0|8|16", default_value_t = 0)]
-    pub metadata: u32,
-    /// Namespace size (RAM, sparse): bytes or with a suffix.
+    /// LBA size of the in-process namespace (a remote one has its own)
+    /// [default 512].
+    #[arg(long, value_name = "512|4096")]
+    pub lba_size: Option<u32>,
+    /// Metadata bytes per block of the in-process namespace (separate
+    /// buffers, MSET = 0; no PI) [default 0].
+    #[arg(long, value_name = "0|8|16")]
+    pub metadata: Option<u32>,
+    /// The bytes the I/Os cover: the in-process namespace's size (RAM,
+    /// sparse); of a remote namespace, its first SIZE bytes (all of a
+    /// smaller one). Bytes or with a suffix.
     #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = crate::cmd::nbd_gateway::parse_size)]
     pub size: u64,
     /// Lose and reorder this percentage of the frames each way on the
@@ -169,10 +214,33 @@ pub struct NvmePerfArgs {
     /// Seed of the offsets, the read/write mix and the faults.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The remote target (`trtype:UDP traddr:IP`, spdk_nvme_perf's `-r`):
-    /// not implemented yet; the run is in-process without it.
+    /// The remote target's connection manager, HOST:PORT (its
+    /// `node.control`).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "remote")]
+    pub connect: Option<String>,
+    /// The remote target as spdk_nvme_perf names it:
+    /// `trtype:UDP traddr:HOST trsvcid:PORT` (the same as `--connect
+    /// HOST:PORT`).
     #[arg(short = 'r', long = "transport-id", value_name = "TRID")]
     pub remote: Option<String>,
+    /// With a remote target: this initiator's UDP socket (port 0: any).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:0")]
+    pub bind: std::net::SocketAddr,
+    /// With a remote target: the namespace to run on (one it exports).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub nsid: u32,
+    /// With a remote target: how long to keep reconnecting once it is
+    /// lost, seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub reconnect_timeout: f64,
+    /// With a remote target: PSP on the connection (as the target's
+    /// `[psp] enabled`).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub psp: OnOff,
+    /// Pin this process to CPU core N (a busy-polling loop: give it a CPU
+    /// of its own, not the target's).
+    #[arg(long, value_name = "N")]
+    pub core: Option<usize>,
     /// Non-success NVMe statuses do not fail the run (they are counted).
     #[arg(long)]
     pub allow_errors: bool,

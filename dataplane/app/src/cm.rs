@@ -11,7 +11,10 @@
 //! Function and PSP generation ([`Offer`]), and adds the connection from
 //! the peer's offer ([`add_connection`]). The initiator's offer also
 //! carries the initial sequence numbers; the target mirrors them. Any port
-//! (UDP, memif, af_packet) uses the same exchange.
+//! (UDP, memif, af_packet) uses the same exchange. Fields added since the
+//! first version (`ordering`, `ulp`, `udp`, `namespaces`) are
+//! optional, so an offer from an older peer still parses (and an older
+//! peer ignores them).
 //!
 //! The channel is plain TCP and carries SA keys in clear: it is for
 //! loopback and trusted development networks, as the keys of a control
@@ -26,6 +29,7 @@ use falcon_core::api::{
     DestinationFunction, Engine, EthernetAddress, InitialSequence, OrderingMode, PacketBuf, Psn,
     Rsn, Timestamp,
 };
+use falcon_core::wire::ProtocolType;
 use psp::{SaKey, Spi, SpiGeneration, Version};
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +75,61 @@ pub struct Offer {
     /// offer the same. Absent: ordered.
     #[serde(default)]
     pub ordering: Option<String>,
+    /// The ULP the connection carries, `rdma` or `nvme` (OCP Falcon 0.9
+    /// §7.2, the base header's Protocol Type); both sides must offer the
+    /// same. Absent: rdma.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ulp: Option<String>,
+    /// The sender's kernel UDP socket, when it runs the UDP port: the
+    /// peer's port learns it (an unspecified IP stands for the address the
+    /// control channel comes from, [`udp_socket`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<SocketAddr>,
+    /// An NVMe target's namespaces: all an initiator needs to know of
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<NamespaceOffer>>,
+}
+
+/// A namespace an NVMe target offers (ulp.md §3.9: the control plane
+/// exports "Target NSID → block device, LBA size 512/4096, metadata
+/// 0/8/16, Target SQID → worker queue").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceOffer {
+    /// Target NSID.
+    pub nsid: u16,
+    /// Size in logical blocks.
+    pub blocks: u64,
+    /// 512 or 4096.
+    pub lba_size: u32,
+    /// Metadata bytes per block: 0, 8 or 16.
+    pub metadata: u32,
+    /// `off`, `opaque` or `verified`.
+    pub protection: String,
+    /// The target SQID its commands go to.
+    pub sqid: u8,
+}
+
+impl Offer {
+    /// The same offer for a connection carrying `protocol`.
+    pub fn with_protocol(self, protocol: ProtocolType) -> Offer {
+        Offer {
+            ulp: Some(protocol_name(protocol).to_string()),
+            ..self
+        }
+    }
+}
+
+/// The socket `offer`'s UDP port listens on, with an unspecified IP (a
+/// socket bound to every address) replaced by `channel_peer`, the address
+/// its control channel comes from.
+pub fn udp_socket(offer: &Offer, channel_peer: IpAddr) -> Option<SocketAddr> {
+    offer.udp.map(|mut socket| {
+        if socket.ip().is_unspecified() {
+            socket.set_ip(channel_peer);
+        }
+        socket
+    })
 }
 
 /// The PSP half of an offer: the receive SA the sender allocated.
@@ -171,6 +230,9 @@ pub fn offer<B: PacketBuf, S: DataSource>(
         sequence: sequence.map(sequence_to_wire),
         workload: local.workload.clone(),
         ordering: Some(ordering_name(local.ordering).to_string()),
+        ulp: None,
+        udp: None,
+        namespaces: None,
     })
 }
 
@@ -178,6 +240,21 @@ fn ordering_name(ordering: OrderingMode) -> &'static str {
     match ordering {
         OrderingMode::Ordered => "ordered",
         OrderingMode::Unordered => "unordered",
+    }
+}
+
+fn protocol_name(protocol: ProtocolType) -> &'static str {
+    match protocol {
+        ProtocolType::Nvme => "nvme",
+        _ => "rdma",
+    }
+}
+
+fn protocol_of(offer: &Offer) -> Result<ProtocolType, String> {
+    match offer.ulp.as_deref() {
+        None | Some("rdma") => Ok(ProtocolType::Rdma),
+        Some("nvme") => Ok(ProtocolType::Nvme),
+        Some(other) => Err(format!("connection manager: unknown ULP `{other}`")),
     }
 }
 
@@ -260,6 +337,15 @@ pub fn add_connection<B: PacketBuf, S: DataSource>(
         ));
     }
     config.ordering = ordering;
+    let protocol = protocol_of(ours)?;
+    if protocol_of(theirs)? != protocol {
+        return Err(format!(
+            "connection manager: this end carries {}, the peer {}: both must be the same",
+            protocol_name(protocol),
+            protocol_name(protocol_of(theirs)?)
+        ));
+    }
+    config.protocol = protocol;
     config.sequence = sequence;
     config.local_function = DestinationFunction::truncating(ours.function);
     config.remote_function = DestinationFunction::truncating(theirs.function);
@@ -268,6 +354,28 @@ pub fn add_connection<B: PacketBuf, S: DataSource>(
         .add_connection(now, config)
         .map_err(|e| format!("connection manager: adding the connection: {e}"))
 }
+
+/// The initiator's half of the exchange: sends `ours` on `channel` and
+/// waits up to `timeout` for the target's offer.
+///
+/// # Errors
+///
+/// The channel failed, nothing came in time, or the target refused
+/// (`the target refused the connection: REASON`) or answered with
+/// something else than an offer.
+pub fn exchange(channel: &mut Channel, ours: &Offer, timeout: Duration) -> Result<Offer, String> {
+    channel.send(&Message::Offer(ours.clone()))?;
+    match channel.recv(timeout)? {
+        Message::Offer(theirs) => Ok(theirs),
+        Message::Abort { reason } => Err(format!("the target refused the connection: {reason}")),
+        other => Err(format!("expected the target's offer, got {other:?}")),
+    }
+}
+
+/// How long [`Channel::send`] may wait for room in the socket before the
+/// peer counts as gone: a target polls its channels between turns of its
+/// datapath, which a stuck peer must not hold up for longer.
+const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// One line of JSON each way over TCP.
 #[derive(Debug)]
@@ -325,6 +433,16 @@ impl Channel {
         }
     }
 
+    /// A channel on a stream accepted from `peer` (by a listener the caller
+    /// polls itself).
+    ///
+    /// # Errors
+    ///
+    /// The socket's options could not be set.
+    pub fn from_stream(stream: TcpStream, peer: SocketAddr) -> Result<Channel, String> {
+        Channel::new(stream, peer)
+    }
+
     fn new(stream: TcpStream, peer: SocketAddr) -> Result<Channel, String> {
         stream
             .set_nodelay(true)
@@ -350,9 +468,11 @@ impl Channel {
     pub fn send(&mut self, message: &Message) -> Result<(), String> {
         let mut line = serde_json::to_string(message).map_err(|e| e.to_string())?;
         line.push('\n');
-        self.reader
-            .get_mut()
-            .write_all(line.as_bytes())
+        let stream = self.reader.get_mut();
+        stream
+            .set_nonblocking(false)
+            .and_then(|()| stream.set_write_timeout(Some(SEND_TIMEOUT)))
+            .and_then(|()| stream.write_all(line.as_bytes()))
             .map_err(|e| format!("control {}: send: {e}", self.peer))
     }
 

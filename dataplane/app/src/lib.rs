@@ -15,6 +15,7 @@ pub mod memory;
 pub mod metrics;
 pub mod nbd;
 pub mod nvme;
+pub mod nvmecfg;
 pub mod output;
 pub mod pcapio;
 pub mod refcfg;
@@ -66,6 +67,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Run(args) => cmd::run::main(&args),
         Command::NbdGateway(args) => cmd::nbd_gateway::main(&args),
         Command::NvmePerf(args) => cmd::nvme_perf::main(&args),
+        Command::NvmeTarget(args) => cmd::nvme_target::main(&args),
         Command::Pktgen(args) => {
             let report = cmd::pktgen::run(&args)?;
             cmd::pktgen::outcome(&report, args.json)

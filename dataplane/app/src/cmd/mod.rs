@@ -12,6 +12,7 @@ pub mod nbd_gateway;
 pub mod node;
 pub mod nvme_io;
 pub mod nvme_perf;
+pub mod nvme_target;
 pub mod pcap_decode;
 pub mod pcap_sample;
 pub mod pipeline_falcon;

@@ -14,6 +14,7 @@
 //! any verify mismatch.
 
 use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,10 +27,11 @@ use nvme_ulp::status::StatusCounts;
 use nvme_ulp::Status;
 use serde::Serialize;
 
-use crate::cli::{NvmePattern, NvmePerfArgs};
+use crate::cli::{NvmePattern, NvmePerfArgs, OnOff};
 use crate::cmd::nvme_io::{check_read, fill, latency_histogram, Latency, MAX_IO, MIN_IO};
 use crate::error::{AppError, Result};
-use crate::nvme::{NvmePair, PairConfig, PairStats, NSID};
+use crate::nvme::remote::{RemoteConfig, RemoteInitiator};
+use crate::nvme::{DeviceStats, NvmeDevice, NvmePair, PairConfig, SubmitRefusal};
 /// How long a run waits without any completion before it fails: past the
 /// iCMD timeout, every outstanding command has completed (in error).
 const ICMD_TIMEOUT: Duration = Duration::from_secs(30);
@@ -38,13 +40,16 @@ const STALL_LIMIT: Duration = Duration::from_secs(40);
 /// What a run measured (the `--json` object; units in the key names).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    pub transport: &'static str,
+    pub transport: String,
+    /// The initiator NSID the I/Os went to.
+    pub nsid: u32,
     pub workload: &'static str,
     pub read_percent: u8,
     pub io_size_bytes: u64,
     pub queue_depth: u32,
     pub lba_size_bytes: u32,
     pub metadata_bytes: u32,
+    /// The bytes the I/Os covered.
     pub namespace_bytes: u64,
     pub loss_percent: f64,
     pub seed: u64,
@@ -60,10 +65,13 @@ pub struct Report {
     pub errors: u64,
     /// Of them, by status (only the non-zero ones).
     pub errors_by_status: BTreeMap<&'static str, u64>,
-    /// Reads (successful) whose data or metadata differed from what was
-    /// written.
+    /// Reads (successful) compared with what this run wrote there.
+    pub verified_reads: u64,
+    /// Of them, reads whose data or metadata differed.
     pub verify_failures: u64,
     pub first_verify_failure: Option<String>,
+    /// The remote target was lost and not reconnected to in time: why.
+    pub disconnected: Option<String>,
     pub falcon: FalconFigures,
     pub ok: bool,
 }
@@ -86,6 +94,10 @@ pub struct FalconFigures {
     pub credit_waits: u64,
     /// iCMDs failed by the initiator's timeout.
     pub icmd_timeouts: u64,
+    /// Remote target: connections set up (the first one included) and
+    /// lost.
+    pub connects: u64,
+    pub disconnects: u64,
 }
 
 /// The non-zero counts of `counts` but success, by name.
@@ -108,7 +120,9 @@ pub fn errors_by_status(counts: &StatusCounts) -> BTreeMap<&'static str, u64> {
 }
 
 impl FalconFigures {
-    pub fn from_stats(stats: &PairStats) -> FalconFigures {
+    /// From a device's counters (or the in-process pair's).
+    pub fn from_stats<S: Clone + Into<DeviceStats>>(stats: &S) -> FalconFigures {
+        let stats: DeviceStats = stats.clone().into();
         FalconFigures {
             retransmissions: stats.retransmissions,
             drops_total: stats.drops.total(),
@@ -118,8 +132,10 @@ impl FalconFigures {
             frames_reordered: stats.faults.reordered,
             ncmds: stats.initiator.ncmds_sent,
             early_write_completions: stats.initiator.early_write_completions,
-            credit_waits: stats.initiator.credit_waits + stats.target.credit_waits,
+            credit_waits: stats.initiator.credit_waits + stats.target.map_or(0, |t| t.credit_waits),
             icmd_timeouts: stats.initiator.timeouts,
+            connects: stats.connects,
+            disconnects: stats.disconnects,
         }
     }
 }
@@ -166,40 +182,43 @@ impl Workload {
     }
 }
 
-/// Checks `args` and builds the pair's configuration and the workload.
-fn prepare(args: &NvmePerfArgs) -> Result<(PairConfig, Workload)> {
+/// The options checked before a device exists.
+struct Options {
+    /// The remote target's control address; `None`: in process.
+    remote: Option<SocketAddr>,
+    random: bool,
+    read_percent: u32,
+}
+
+/// Checks what `args` say independently of the device.
+fn options(args: &NvmePerfArgs) -> Result<Options> {
     let usage = |m: String| Err(AppError::Usage(m));
-    if let Some(trid) = &args.remote {
-        return usage(format!(
-            "-r {trid}: a remote target (over UDP or DPDK) is not implemented yet; \
-             nvme-perf runs the initiator and the target in this process without -r"
-        ));
-    }
-    let Some(lba_size) = LbaSize::from_bytes(args.lba_size as usize) else {
-        return usage(format!("--lba-size {}: must be 512 or 4096", args.lba_size));
+    let remote = match (&args.connect, &args.remote) {
+        (Some(addr), _) => Some(resolve("--connect", addr)?),
+        (None, Some(trid)) => Some(transport_id(trid)?),
+        (None, None) => None,
     };
-    let Some(metadata) = MetadataSize::from_bytes(args.metadata as usize) else {
-        return usage(format!("--metadata {}: must be 0, 8 or 16", args.metadata));
-    };
-    let lba = lba_size.bytes() as u64;
-    if !(MIN_IO..=MAX_IO).contains(&args.io_size) || args.io_size % lba != 0 {
-        return usage(format!(
-            "-o {}: must be 4k to 1M, a multiple of the {lba}-byte LBA size",
-            args.io_size
-        ));
+    if remote.is_some() {
+        for (given, flag) in [
+            (args.lba_size.is_some(), "--lba-size"),
+            (args.metadata.is_some(), "--metadata"),
+            (args.loss != 0.0, "--loss"),
+        ] {
+            if given {
+                return usage(format!(
+                    "{flag}: only for the in-process target (a remote namespace has its own format, and the UDP port injects no loss)"
+                ));
+            }
+        }
+        if !(args.reconnect_timeout.is_finite() && args.reconnect_timeout >= 0.0) {
+            return usage(format!(
+                "--reconnect-timeout {}: must be zero or more seconds",
+                args.reconnect_timeout
+            ));
+        }
     }
-    if args.size % args.io_size != 0 {
-        return usage(format!(
-            "--size {}: must be a multiple of the I/O size {}",
-            args.size, args.io_size
-        ));
-    }
-    let slots = args.size / args.io_size;
-    if slots < u64::from(args.queue_depth) * 2 {
-        return usage(format!(
-            "--size {}: {slots} I/O-sized offsets, fewer than twice the queue depth {}",
-            args.size, args.queue_depth
-        ));
+    if !(MIN_IO..=MAX_IO).contains(&args.io_size) {
+        return usage(format!("-o {}: must be 4k to 1M", args.io_size));
     }
     if !(0.0..=100.0).contains(&args.loss) {
         return usage(format!("--loss {}: must be 0 to 100", args.loss));
@@ -210,15 +229,6 @@ fn prepare(args: &NvmePerfArgs) -> Result<(PairConfig, Workload)> {
     if args.ios == Some(0) {
         return usage("--ios: must be positive".into());
     }
-    let format = Format { lba_size, metadata };
-    let pair = PairConfig {
-        format,
-        size: args.size,
-        queue_depth: args.queue_depth as usize,
-        loss_ppm: (args.loss * 10_000.0).round() as u32,
-        seed: args.seed,
-        icmd_timeout: ICMD_TIMEOUT,
-    };
     let (random, read_percent) = match args.workload {
         NvmePattern::Read => (false, 100),
         NvmePattern::Write => (false, 0),
@@ -227,19 +237,124 @@ fn prepare(args: &NvmePerfArgs) -> Result<(PairConfig, Workload)> {
         NvmePattern::Rw => (false, u32::from(args.read_percent)),
         NvmePattern::Randrw => (true, u32::from(args.read_percent)),
     };
-    let workload = Workload {
-        format,
+    Ok(Options {
+        remote,
         random,
         read_percent,
+    })
+}
+
+/// `HOST:PORT` as a socket address.
+fn resolve(flag: &str, addr: &str) -> Result<SocketAddr> {
+    addr.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| AppError::Usage(format!("{flag} {addr}: not a HOST:PORT that resolves")))
+}
+
+/// spdk_nvme_perf's `-r 'trtype:UDP traddr:HOST trsvcid:PORT'`.
+fn transport_id(trid: &str) -> Result<SocketAddr> {
+    let (mut trtype, mut traddr, mut trsvcid) = (None, None, None);
+    for pair in trid.split_whitespace() {
+        let (key, value) = pair.split_once(':').unwrap_or((pair, ""));
+        match key.to_ascii_lowercase().as_str() {
+            "trtype" => trtype = Some(value),
+            "traddr" => traddr = Some(value),
+            "trsvcid" => trsvcid = Some(value),
+            other => {
+                return Err(AppError::Usage(format!(
+                    "-r {trid}: unknown key `{other}` (trtype, traddr, trsvcid)"
+                )))
+            }
+        }
+    }
+    if !trtype.is_some_and(|t| t.eq_ignore_ascii_case("udp")) {
+        return Err(AppError::Usage(format!(
+            "-r {trid}: trtype must be UDP (NVMe over Falcon on the kernel UDP port)"
+        )));
+    }
+    let (Some(host), Some(port)) = (traddr, trsvcid) else {
+        return Err(AppError::Usage(format!(
+            "-r {trid}: needs traddr (the target's host) and trsvcid (its control port)"
+        )));
+    };
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    resolve("-r", &addr)
+}
+
+/// The in-process pair `args` ask for.
+fn pair_config(args: &NvmePerfArgs) -> Result<PairConfig> {
+    let lba_size = args.lba_size.unwrap_or(512);
+    let metadata = args.metadata.unwrap_or(0);
+    let Some(lba_size) = LbaSize::from_bytes(lba_size as usize) else {
+        return Err(AppError::Usage(format!(
+            "--lba-size {lba_size}: must be 512 or 4096"
+        )));
+    };
+    let Some(metadata) = MetadataSize::from_bytes(metadata as usize) else {
+        return Err(AppError::Usage(format!(
+            "--metadata {metadata}: must be 0, 8 or 16"
+        )));
+    };
+    Ok(PairConfig {
+        format: Format { lba_size, metadata },
+        size: args.size,
+        queue_depth: args.queue_depth as usize,
+        loss_ppm: (args.loss * 10_000.0).round() as u32,
+        seed: args.seed,
+        icmd_timeout: ICMD_TIMEOUT,
+    })
+}
+
+/// The workload over the first `args.size` bytes of `device`'s namespace.
+/// `zeroed`: the namespace starts zeroed (in process), so a never-written
+/// offset reads as zeroes; otherwise its contents are unknown.
+fn workload(
+    args: &NvmePerfArgs,
+    options: &Options,
+    format: Format,
+    namespace_blocks: u64,
+    zeroed: bool,
+) -> Result<Workload> {
+    let usage = |m: String| Err(AppError::Usage(m));
+    let lba = format.lba_size.bytes() as u64;
+    if args.io_size % lba != 0 {
+        return usage(format!(
+            "-o {}: must be a multiple of the {lba}-byte LBA size",
+            args.io_size
+        ));
+    }
+    let region = args.size.min(namespace_blocks.saturating_mul(lba));
+    if region % args.io_size != 0 {
+        return usage(format!(
+            "--size {region}: must be a multiple of the I/O size {}",
+            args.io_size
+        ));
+    }
+    let slots = region / args.io_size;
+    if slots < u64::from(args.queue_depth) * 2 {
+        return usage(format!(
+            "--size {region}: {slots} I/O-sized offsets, fewer than twice the queue depth {}",
+            args.queue_depth
+        ));
+    }
+    let initial = if zeroed { 0 } else { UNKNOWN };
+    Ok(Workload {
+        format,
+        random: options.random,
+        read_percent: options.read_percent,
         blocks_per_io: args.io_size / lba,
         slots,
         next_sequential: 0,
         rng: SplitMix64::new(args.seed ^ 0x1D0_5EED),
         in_flight: vec![None; slots as usize],
-        generations: args.verify.then(|| vec![0; slots as usize]),
+        generations: args.verify.then(|| vec![initial; slots as usize]),
         next_generation: 1,
-    };
-    Ok((pair, workload))
+    })
 }
 
 fn pattern_name(pattern: NvmePattern) -> &'static str {
@@ -261,17 +376,62 @@ struct Counts {
     writes: u64,
     bytes: u64,
     errors: u64,
+    /// Reads compared with what was written.
+    verified_reads: u64,
 }
 
 /// Runs `args` (see the module doc).
 ///
 /// # Errors
 ///
-/// [`AppError::Usage`] for a bad option; [`AppError::Failed`] if the pair
-/// cannot be built, refuses a command, or no I/O completes for 40 s.
+/// [`AppError::Usage`] for a bad option; [`AppError::Failed`] if the
+/// device cannot be set up (the pair built, the remote target reached),
+/// refuses a command, or no I/O completes for 40 s.
 pub fn run(args: &NvmePerfArgs) -> Result<Report> {
-    let (config, mut workload) = prepare(args)?;
-    let mut pair = NvmePair::new(&config)?;
+    let options = options(args)?;
+    if let Some(core) = args.core {
+        crate::cmd::node::pin(core)?;
+    }
+    match options.remote {
+        Some(control) => {
+            let config = RemoteConfig {
+                bind: args.bind,
+                nsid: args.nsid,
+                queue_depth: args.queue_depth as usize,
+                icmd_timeout: ICMD_TIMEOUT,
+                psp: args.psp == OnOff::On,
+                reconnect_deadline: Duration::from_secs_f64(args.reconnect_timeout),
+                ..RemoteConfig::new(control)
+            };
+            let mut device = RemoteInitiator::connect(config)?;
+            let workload = workload(args, &options, device.format(), device.blocks(), false)?;
+            let report = drive(args, &mut device, workload);
+            device.close(Duration::from_secs(5));
+            report
+        }
+        None => {
+            let config = pair_config(args)?;
+            let workload = workload(
+                args,
+                &options,
+                config.format,
+                config.size / config.format.lba_size.bytes() as u64,
+                true,
+            )?;
+            let mut pair = NvmePair::new(&config)?;
+            drive(args, &mut pair, workload)
+        }
+    }
+}
+
+/// Keeps `-q` I/Os outstanding on `device` until the time or the count
+/// is reached, then waits for the last completion.
+fn drive<D: NvmeDevice>(
+    args: &NvmePerfArgs,
+    device: &mut D,
+    mut workload: Workload,
+) -> Result<Report> {
+    let nsid = device.nsid();
     let format = workload.format;
     let blocks = workload.blocks_per_io as usize;
     let nlb = (workload.blocks_per_io - 1) as u16;
@@ -291,6 +451,7 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
     let mut statuses = StatusCounts::default();
     let mut verify_failures = 0u64;
     let mut first_verify_failure = None;
+    let mut disconnected = None;
 
     let time = args
         .ios
@@ -304,7 +465,7 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
     let mut at_last_line = counts;
 
     loop {
-        while submitting && pair.has_room() {
+        while submitting && device.has_room() {
             if args.ios.is_some_and(|n| submitted >= n) {
                 submitting = false;
                 break;
@@ -315,7 +476,7 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
             let icmd = if read {
                 let buffers = read_pool.pop().unwrap_or_default();
                 workload.in_flight[slot as usize] = Some((false, 0));
-                Icmd::read(slot, NSID, slba, nlb, buffers)
+                Icmd::read(slot, nsid, slba, nlb, buffers)
             } else {
                 let buffers = if workload.generations.is_some() {
                     let generation = workload.next_generation;
@@ -331,23 +492,34 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
                     workload.in_flight[slot as usize] = Some((true, 0));
                     Arc::clone(&shared)
                 };
-                Icmd::write(slot, NSID, slba, nlb, buffers)
+                Icmd::write(slot, nsid, slba, nlb, buffers)
             };
-            match pair.submit(icmd) {
+            match device.submit(icmd) {
                 Ok(()) => submitted += 1,
                 Err(refused) => {
                     workload.in_flight[slot as usize] = None;
-                    if refused.reason == RefuseReason::QueueFull {
-                        break;
+                    if let IcmdBuffers::Read(buffers) = refused.icmd.buffers {
+                        read_pool.push(buffers);
                     }
-                    return Err(AppError::Failed(format!(
-                        "the initiator refused an I/O at LBA {slba}: {refused}"
-                    )));
+                    match refused.reason {
+                        SubmitRefusal::Initiator(RefuseReason::QueueFull)
+                        | SubmitRefusal::Reconnecting(_) => break,
+                        SubmitRefusal::Disconnected(why) => {
+                            disconnected = Some(why);
+                            submitting = false;
+                            break;
+                        }
+                        SubmitRefusal::Initiator(reason) => {
+                            return Err(AppError::Failed(format!(
+                                "the initiator refused an I/O at LBA {slba}: {reason}"
+                            )));
+                        }
+                    }
                 }
             }
         }
-        pair.turn();
-        while let Some(done) = pair.poll_completion() {
+        device.turn();
+        while let Some(done) = device.poll_completion() {
             last_completion = Instant::now();
             complete(
                 done,
@@ -363,14 +535,14 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
         if time.is_some_and(|t| now.duration_since(start) >= t) {
             submitting = false;
         }
-        if !submitting && pair.outstanding() == 0 {
+        if !submitting && device.outstanding() == 0 {
             break;
         }
-        if now.duration_since(last_completion) > STALL_LIMIT {
+        if device.outstanding() > 0 && now.duration_since(last_completion) > STALL_LIMIT {
             return Err(AppError::Failed(format!(
                 "no I/O completed for {} s; {} outstanding",
                 STALL_LIMIT.as_secs(),
-                pair.outstanding()
+                device.outstanding()
             )));
         }
         if !args.quiet && now.duration_since(last_line) >= Duration::from_secs(1) {
@@ -387,18 +559,20 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let stats = pair.stats();
+    let stats = device.stats();
     let latency = Latency::from_histogram(&histogram);
-    let ok = (counts.errors == 0 || args.allow_errors) && verify_failures == 0;
+    let ok =
+        (counts.errors == 0 || args.allow_errors) && verify_failures == 0 && disconnected.is_none();
     Ok(Report {
-        transport: "NVMe over Falcon, in-process loopback (unordered connection, PSP, Swift)",
+        transport: device.transport(),
+        nsid,
         workload: pattern_name(args.workload),
         read_percent: workload.read_percent as u8,
         io_size_bytes: args.io_size,
         queue_depth: args.queue_depth,
-        lba_size_bytes: args.lba_size,
-        metadata_bytes: args.metadata,
-        namespace_bytes: args.size,
+        lba_size_bytes: format.lba_size.bytes() as u32,
+        metadata_bytes: format.metadata.bytes() as u32,
+        namespace_bytes: workload.slots * args.io_size,
         loss_percent: args.loss,
         seed: args.seed,
         verify: args.verify,
@@ -411,8 +585,10 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
         latency_us: latency,
         errors: counts.errors,
         errors_by_status: errors_by_status(&statuses),
+        verified_reads: counts.verified_reads,
         verify_failures,
         first_verify_failure,
+        disconnected,
         falcon: FalconFigures::from_stats(&stats),
         ok,
     })
@@ -463,6 +639,9 @@ fn complete(
                 let generation = generations[slot as usize];
                 let blocks = workload.blocks_per_io as usize;
                 let known = (generation != UNKNOWN).then_some(generation);
+                if known.is_some() {
+                    counts.verified_reads += 1;
+                }
                 if let Err(mismatch) =
                     check_read(workload.format, slba, blocks, |_| known, &buffers)
                 {
@@ -507,11 +686,16 @@ pub fn print_text(report: &Report) {
             report.iops, report.mib_s, l.average, l.min, l.max
         );
     };
-    row(&format!("Falcon NVMe in-process NSID {NSID} from core 0"));
+    let device = if report.transport.contains("in-process") {
+        format!("Falcon NVMe in-process NSID {}", report.nsid)
+    } else {
+        format!("Falcon NVMe remote NSID {}", report.nsid)
+    };
+    row(&format!("{device} from core 0"));
     println!("========================================================");
     row("Total");
     println!();
-    println!("Summary latency data for Falcon NVMe in-process NSID {NSID} from core 0:");
+    println!("Summary latency data for {device} from core 0:");
     println!("=================================================================================");
     for (p, v) in [
         (50.0, l.p50),
@@ -543,8 +727,20 @@ pub fn print_text(report: &Report) {
         f.frames_lost,
         f.frames_reordered
     );
+    if f.connects > 0 {
+        println!(
+            "Target: {} connection(s), {} lost{}",
+            f.connects,
+            f.disconnects,
+            report
+                .disconnected
+                .as_deref()
+                .map(|why| format!("; gave up: {why}"))
+                .unwrap_or_default()
+        );
+    }
     println!(
-        "I/Os: {} in {:.2} s ({} reads, {} writes); errors {}{}; verify failures {}",
+        "I/Os: {} in {:.2} s ({} reads, {} writes); errors {}{}; {} reads verified, {} failures",
         report.ios,
         report.duration_s,
         report.reads,
@@ -563,6 +759,7 @@ pub fn print_text(report: &Report) {
                     .join(", ")
             )
         },
+        report.verified_reads,
         report.verify_failures
     );
 }
@@ -584,13 +781,18 @@ pub fn main(args: &NvmePerfArgs) -> Result<()> {
         Ok(())
     } else {
         Err(AppError::Failed(format!(
-            "nvme-perf: {} errors, {} verify failures{}",
+            "nvme-perf: {} errors, {} verify failures{}{}",
             report.errors,
             report.verify_failures,
             report
                 .first_verify_failure
                 .as_deref()
                 .map(|f| format!("; first: {f}"))
+                .unwrap_or_default(),
+            report
+                .disconnected
+                .as_deref()
+                .map(|why| format!("; the target is lost: {why}"))
                 .unwrap_or_default()
         )))
     }
@@ -604,25 +806,29 @@ mod tests {
     /// verify failure; the same read with the right bytes is not.
     #[test]
     fn a_read_that_differs_from_the_last_write_fails_verification() {
-        let args = NvmePerfArgs {
-            queue_depth: 4,
-            io_size: 4096,
-            workload: NvmePattern::Randrw,
-            read_percent: 50,
-            time: None,
-            ios: Some(1),
-            verify: true,
-            lba_size: 512,
-            metadata: 8,
-            size: 1 << 20,
-            loss: 0.0,
-            seed: 1,
-            remote: None,
-            allow_errors: false,
-            quiet: true,
-            json: false,
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "falcon",
+            "nvme-perf",
+            "-q",
+            "4",
+            "-w",
+            "randrw",
+            "--ios",
+            "1",
+            "--verify",
+            "--metadata",
+            "8",
+            "--size",
+            "1M",
+        ])
+        .expect("parses");
+        let crate::cli::Command::NvmePerf(args) = cli.command else {
+            panic!("nvme-perf");
         };
-        let (_, mut workload) = prepare(&args).expect("valid");
+        let options = options(&args).expect("valid");
+        let config = pair_config(&args).expect("valid");
+        let mut workload = workload(&args, &options, config.format, 2048, true).expect("valid");
         let format = workload.format;
         let mut counts = Counts::default();
         let mut statuses = StatusCounts::default();
@@ -677,22 +883,50 @@ mod tests {
         assert_eq!(finish(&mut workload, 4, IcmdBuffers::Read(written)).0, 2);
     }
 
+    /// `-r` is spdk_nvme_perf's form of `--connect`; what the remote form
+    /// cannot do is refused by name.
     #[test]
-    fn the_remote_form_is_a_clear_usage_error() {
+    fn the_remote_forms_are_checked() {
         use clap::Parser;
-        let args = crate::cli::Cli::try_parse_from([
-            "falcon",
-            "nvme-perf",
-            "-r",
-            "trtype:UDP traddr:10.0.0.2",
-        ])
-        .expect("parses");
-        let crate::cli::Command::NvmePerf(args) = args.command else {
-            panic!("nvme-perf");
+        let parse = |extra: &[&str]| {
+            let mut all = vec!["falcon", "nvme-perf"];
+            all.extend_from_slice(extra);
+            let crate::cli::Command::NvmePerf(args) = crate::cli::Cli::try_parse_from(all)
+                .expect("parses")
+                .command
+            else {
+                panic!("nvme-perf");
+            };
+            args
         };
-        match run(&args) {
-            Err(AppError::Usage(m)) => assert!(m.contains("not implemented yet"), "{m}"),
-            other => panic!("{other:?}"),
+        let args = parse(&["-r", "trtype:UDP traddr:127.0.0.1 trsvcid:4420"]);
+        assert_eq!(
+            options(&args).unwrap().remote,
+            Some("127.0.0.1:4420".parse().unwrap())
+        );
+        let args = parse(&["--connect", "localhost:4420"]);
+        assert!(options(&args).unwrap().remote.is_some());
+        for (extra, expected) in [
+            (
+                &["-r", "trtype:TCP traddr:10.0.0.2 trsvcid:4420"][..],
+                "trtype must be UDP",
+            ),
+            (&["-r", "trtype:UDP traddr:10.0.0.2"][..], "needs traddr"),
+            (&["-r", "trtype:UDP subnqn:x"][..], "unknown key `subnqn`"),
+            (
+                &["--connect", "127.0.0.1:4420", "--loss", "1"][..],
+                "--loss: only for the in-process target",
+            ),
+            (
+                &["--connect", "127.0.0.1:4420", "--lba-size", "4096"][..],
+                "--lba-size: only for",
+            ),
+            (&["--connect", "no port"][..], "not a HOST:PORT"),
+        ] {
+            match options(&parse(extra)) {
+                Err(AppError::Usage(m)) => assert!(m.contains(expected), "{extra:?}: {m}"),
+                other => panic!("{extra:?}: {:?}", other.map(|o| o.remote)),
+            }
         }
     }
 }

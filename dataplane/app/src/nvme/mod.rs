@@ -10,6 +10,12 @@
 //! thread. One thread turns both loops ([`NvmePair::turn`]), as
 //! `falcon demo` does; it owns the pair: commands submit iCMDs and poll
 //! completions between turns.
+//!
+//! [`NvmeDevice`] is what a command needs of an initiator, whichever the
+//! target: the pair, or [`remote::RemoteInitiator`] (a target in another
+//! process, `falcon nvme-target`, over the kernel UDP port).
+
+pub mod remote;
 
 use std::time::Duration;
 
@@ -23,7 +29,7 @@ use falcon_core::testing::{
 use nvme_ulp::data::NvmeData;
 use nvme_ulp::initiator::{
     Icmd, IcmdCompletion, Initiator, InitiatorConfig, InitiatorStats, NamespaceSpec, PiPolicy,
-    Refused,
+    RefuseReason, Refused,
 };
 use nvme_ulp::layout::{Format, LbaSize, MetadataSize};
 use nvme_ulp::lba::{self, LbaRow, TranslationTables};
@@ -89,6 +95,152 @@ pub struct PairStats {
     pub rnr_nacks: u64,
     /// What the loopback's fault injectors did, both directions.
     pub faults: FaultStats,
+}
+
+/// An NVMe-over-Falcon initiator as a command drives it: the virtual NVMe
+/// device of NVMe-0.9 §6.1, one namespace of it. The caller owns it and
+/// turns it; commands are submitted and completions polled between turns.
+pub trait NvmeDevice {
+    /// Takes a command; its nCMDs go out on the next turn.
+    ///
+    /// # Errors
+    ///
+    /// The refusal, with the command handed back.
+    fn submit(&mut self, icmd: Icmd) -> std::result::Result<(), SubmitError>;
+    /// A finished command, if any (every submitted command completes once,
+    /// a failed one with its NVMe status).
+    fn poll_completion(&mut self) -> Option<IcmdCompletion>;
+    /// Runs the datapath once; `false` when it had nothing to do.
+    fn turn(&mut self) -> bool;
+    /// Commands submitted and not yet completed.
+    fn outstanding(&self) -> usize;
+    /// Room for more commands.
+    fn has_room(&self) -> bool;
+    fn stats(&self) -> DeviceStats;
+    /// The namespace's LBA format.
+    fn format(&self) -> Format;
+    /// The namespace's size in blocks.
+    fn blocks(&self) -> u64;
+    /// The initiator NSID commands name.
+    fn nsid(&self) -> u32;
+    /// What carries the commands, for reports.
+    fn transport(&self) -> String;
+}
+
+/// A command [`NvmeDevice::submit`] did not take, handed back.
+#[derive(Debug)]
+pub struct SubmitError {
+    pub reason: SubmitRefusal,
+    pub icmd: Icmd,
+}
+
+/// Why [`NvmeDevice::submit`] refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitRefusal {
+    /// The initiator's own refusal (queue full, a bad command).
+    Initiator(RefuseReason),
+    /// The connection to the target is down and being set up again: try
+    /// later. The text says why it went down.
+    Reconnecting(String),
+    /// The connection is down for good: reconnecting gave up.
+    Disconnected(String),
+}
+
+impl std::fmt::Display for SubmitRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitRefusal::Initiator(reason) => std::fmt::Display::fmt(reason, f),
+            SubmitRefusal::Reconnecting(why) => write!(f, "reconnecting to the target ({why})"),
+            SubmitRefusal::Disconnected(why) => write!(f, "disconnected from the target: {why}"),
+        }
+    }
+}
+
+impl From<Refused> for SubmitError {
+    fn from(refused: Refused) -> SubmitError {
+        SubmitError {
+            reason: SubmitRefusal::Initiator(refused.reason),
+            icmd: refused.icmd,
+        }
+    }
+}
+
+/// What an [`NvmeDevice`] has done, the transport beneath included.
+#[derive(Debug, Clone)]
+pub struct DeviceStats {
+    pub initiator: InitiatorStats,
+    /// The target's counters, when it runs in this process.
+    pub target: Option<TargetStats>,
+    /// Falcon retransmissions of the engines in this process.
+    pub retransmissions: u64,
+    /// Frames dropped by the engines in this process, by reason.
+    pub drops: DropCounters,
+    /// Requests the target NACKed receiver-not-ready (in-process: as the
+    /// target counted them; remote: as the initiator's engine received
+    /// them).
+    pub rnr_nacks: u64,
+    /// What injected faults did (in-process loopback only).
+    pub faults: FaultStats,
+    /// Connections set up to a remote target, and lost.
+    pub connects: u64,
+    pub disconnects: u64,
+}
+
+impl From<PairStats> for DeviceStats {
+    fn from(p: PairStats) -> DeviceStats {
+        DeviceStats {
+            initiator: p.initiator,
+            target: Some(p.target),
+            retransmissions: p.retransmissions,
+            drops: p.drops,
+            rnr_nacks: p.rnr_nacks,
+            faults: p.faults,
+            connects: 0,
+            disconnects: 0,
+        }
+    }
+}
+
+impl NvmeDevice for NvmePair {
+    fn submit(&mut self, icmd: Icmd) -> std::result::Result<(), SubmitError> {
+        NvmePair::submit(self, icmd).map_err(SubmitError::from)
+    }
+
+    fn poll_completion(&mut self) -> Option<IcmdCompletion> {
+        NvmePair::poll_completion(self)
+    }
+
+    fn turn(&mut self) -> bool {
+        NvmePair::turn(self)
+    }
+
+    fn outstanding(&self) -> usize {
+        NvmePair::outstanding(self)
+    }
+
+    fn has_room(&self) -> bool {
+        NvmePair::has_room(self)
+    }
+
+    fn stats(&self) -> DeviceStats {
+        NvmePair::stats(self).into()
+    }
+
+    fn format(&self) -> Format {
+        NvmePair::format(self)
+    }
+
+    fn blocks(&self) -> u64 {
+        NvmePair::blocks(self)
+    }
+
+    fn nsid(&self) -> u32 {
+        NSID
+    }
+
+    fn transport(&self) -> String {
+        "NVMe over Falcon, in-process loopback (unordered connection, PSP, Swift)".into()
+    }
 }
 
 /// The pair (see the module doc).

@@ -16,7 +16,7 @@ use falcon_core::node::MAX_SHARDS;
 use falcon_core::resources::ResourceConfig;
 use psp::{Backend, MasterKey, MasterKeys, SecurityGlobals, Version};
 
-use super::schema::{ConnectionsSection, PortSection, Role, RunConfig, RunWorkload};
+use super::schema::{ConnectionsSection, PortSection, Role, RunConfig, RunPspSection, RunWorkload};
 use crate::democfg::{build, Origin};
 use crate::error::Result;
 
@@ -116,7 +116,7 @@ pub fn plan(config: &RunConfig, origin: &Origin) -> Result<Plan> {
         return Err(origin.error("node.function", "must fit 24 bits (at most 0xFFFFFF)"));
     }
     port(&config.port, config, origin)?;
-    let psp = psp(config, origin)?;
+    let psp = psp(&config.psp, origin)?;
     let delivery = build::delivery(&config.delivery, origin)?;
     let resources = build::resources(&config.resources, origin)?;
     let rue = build::rue(config.rue.algorithm, &config.rue.swift, origin)?;
@@ -271,8 +271,8 @@ fn port(p: &PortSection, config: &RunConfig, origin: &Origin) -> Result<()> {
     Ok(())
 }
 
-fn psp(config: &RunConfig, origin: &Origin) -> Result<Option<PspPlan>> {
-    let p = &config.psp;
+/// `[psp]` (also `falcon nvme-target`'s).
+pub(crate) fn psp(p: &RunPspSection, origin: &Origin) -> Result<Option<PspPlan>> {
     if !p.enabled {
         return Ok(None);
     }

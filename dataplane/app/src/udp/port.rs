@@ -4,7 +4,9 @@
 //! "a kernel UDP socket (Falcon between processes and hosts without DPDK,
 //! for development and tools)"). Owns the socket, a pool of heap frame
 //! buffers and the peer table (socket address ⇄ the engine's IP and MAC of
-//! that peer). Transmit strips the engine's Ethernet/IP/UDP headers and
+//! that peer; given at construction, or learnt at runtime from the
+//! connection manager with [`UdpPort::add_peer`] and forgotten with
+//! [`UdpPort::remove_peer`]). Transmit strips the engine's Ethernet/IP/UDP headers and
 //! sends the rest, PSP header onward, as one datagram to the peer whose
 //! engine address the frame is for; receive puts back, in front of each
 //! datagram, the headers a frame from that peer to this node would carry
@@ -126,6 +128,7 @@ pub(super) struct Peer {
     pub(super) socket: SocketAddr,
     pub(super) sockaddr: SockaddrStorage,
     pub(super) ip: IpAddr,
+    mac: EthernetAddress,
     pub(super) template: HeaderTemplate,
 }
 
@@ -133,6 +136,8 @@ pub(super) struct Peer {
 pub struct UdpPort {
     pub(super) socket: UdpSocket,
     pub(super) peers: Vec<Peer>,
+    local_ip: IpAddr,
+    local_mac: EthernetAddress,
     /// Rebuilt header bytes (every peer is of the local address family).
     pub(super) header_len: usize,
     pub(super) capacity: usize,
@@ -177,32 +182,15 @@ impl UdpPort {
             setsockopt(&socket, sockopt::SndBuf, &buffer)
                 .map_err(|e| format!("udp port: SO_SNDBUF {buffer}: {e}"))?;
         }
-        let mut header_len = 0;
-        let peers = peers
-            .iter()
-            .map(|p| {
-                let template = HeaderTemplate::new(
-                    config.local_mac,
-                    config.local_ip,
-                    p.mac,
-                    p.ip,
-                    p.socket.port(),
-                )
-                .ok_or_else(|| {
-                    format!(
-                        "udp port: peer {} has engine address {}, local is {}: one family only",
-                        p.socket, p.ip, config.local_ip
-                    )
-                })?;
-                header_len = template.len();
-                Ok(Peer {
-                    socket: p.socket,
-                    sockaddr: SockaddrStorage::from(p.socket),
-                    ip: p.ip,
-                    template,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        // Every peer is of the local family: the headers are that long.
+        let header_len = HeaderTemplate::new(
+            config.local_mac,
+            config.local_ip,
+            config.local_mac,
+            config.local_ip,
+            0,
+        )
+        .map_or(0, |t| t.len());
         if config.max_frame_len <= header_len {
             return Err(format!(
                 "udp port: frames of {} bytes leave no room after {header_len} header bytes",
@@ -214,10 +202,12 @@ impl UdpPort {
         } else {
             None
         };
-        Ok(UdpPort {
+        let mut port = UdpPort {
             offload,
             socket,
-            peers,
+            peers: Vec::with_capacity(peers.len()),
+            local_ip: config.local_ip,
+            local_mac: config.local_mac,
             header_len,
             capacity: config.max_frame_len,
             pool: Vec::new(),
@@ -230,6 +220,75 @@ impl UdpPort {
             tx_addrs: Vec::with_capacity(BATCH),
             tx_offsets: Vec::with_capacity(BATCH),
             stats: UdpPortStats::default(),
+        };
+        for &peer in peers {
+            port.add_peer(peer)?;
+        }
+        Ok(port)
+    }
+
+    /// Adds `peer`: its datagrams are received from now on, and frames to
+    /// its engine address are sent to its socket.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the conflict: the socket or the engine address is
+    /// already another peer's (frames are routed by engine address), or
+    /// the engine address is not of the local family.
+    pub fn add_peer(&mut self, peer: UdpPeer) -> Result<(), String> {
+        if let Some(p) = self
+            .peers
+            .iter()
+            .find(|p| p.socket == peer.socket || p.ip == peer.ip)
+        {
+            return Err(format!(
+                "udp port: peer {} (engine address {}) conflicts with peer {} (engine address {})",
+                peer.socket, peer.ip, p.socket, p.ip
+            ));
+        }
+        let template = HeaderTemplate::new(
+            self.local_mac,
+            self.local_ip,
+            peer.mac,
+            peer.ip,
+            peer.socket.port(),
+        )
+        .filter(|t| t.len() == self.header_len)
+        .ok_or_else(|| {
+            format!(
+                "udp port: peer {} has engine address {}, local is {}: one family only",
+                peer.socket, peer.ip, self.local_ip
+            )
+        })?;
+        self.peers.push(Peer {
+            socket: peer.socket,
+            sockaddr: SockaddrStorage::from(peer.socket),
+            ip: peer.ip,
+            mac: peer.mac,
+            template,
+        });
+        Ok(())
+    }
+
+    /// Forgets the peer whose socket is `socket`, if there is one: its
+    /// datagrams count as from an unknown source from now on, and frames
+    /// to its engine address as unroutable.
+    pub fn remove_peer(&mut self, socket: SocketAddr) -> Option<UdpPeer> {
+        let index = self.peers.iter().position(|p| p.socket == socket)?;
+        let p = self.peers.swap_remove(index);
+        Some(UdpPeer {
+            socket: p.socket,
+            ip: p.ip,
+            mac: p.mac,
+        })
+    }
+
+    /// The peers, in no particular order.
+    pub fn peers(&self) -> impl Iterator<Item = UdpPeer> + '_ {
+        self.peers.iter().map(|p| UdpPeer {
+            socket: p.socket,
+            ip: p.ip,
+            mac: p.mac,
         })
     }
 
@@ -701,5 +760,81 @@ mod tests {
             UdpPortConfig::new(ip(1), mac(1), 2048)
         )
         .is_err());
+    }
+
+    /// A port built with no peers learns one at runtime: frames cross both
+    /// ways; once it is removed, its datagrams are from an unknown source
+    /// and frames to it unroutable, each counted; a conflicting peer is
+    /// refused by name.
+    #[test]
+    fn peers_are_added_and_removed_at_runtime() {
+        let (sa, sb) = (bind(), bind());
+        let (aa, ab) = (sa.local_addr().unwrap(), sb.local_addr().unwrap());
+        let mut a = port_without_offload(1, sa, &[]);
+        let mut b = port_without_offload(2, sb, &[]);
+        let to_a = UdpPeer {
+            socket: aa,
+            ip: ip(1),
+            mac: mac(1),
+        };
+        let to_b = UdpPeer {
+            socket: ab,
+            ip: ip(2),
+            mac: mac(2),
+        };
+        // Before: a's frame to b is unroutable.
+        let mut tx = vec![frame(&mut a, 1, aa.port(), 2, b"early")];
+        a.tx_burst(Timestamp::from_nanos(1), &mut tx);
+        assert_eq!(a.stats().tx_unroutable, 1);
+        a.add_peer(to_b).unwrap();
+        b.add_peer(to_a).unwrap();
+        assert_eq!(a.peers().collect::<Vec<_>>(), vec![to_b]);
+        let sent = frame(&mut a, 1, aa.port(), 2, b"hello b");
+        let expected = sent.data().to_vec();
+        let mut tx = vec![sent];
+        while !tx.is_empty() {
+            a.tx_burst(Timestamp::from_nanos(1), &mut tx);
+        }
+        let got = receive(&mut b, 1);
+        assert_eq!(got.len(), 1, "{:?}", b.stats());
+        assert_eq!(got[0].data(), &expected[..]);
+        for buf in got {
+            b.free(buf);
+        }
+        // The same engine address or socket twice is refused.
+        let e = a
+            .add_peer(UdpPeer {
+                socket: "127.0.0.1:9".parse().unwrap(),
+                ..to_b
+            })
+            .unwrap_err();
+        assert!(e.contains("conflicts with peer"), "{e}");
+        let e = a
+            .add_peer(UdpPeer {
+                ip: "::1".parse().unwrap(),
+                socket: "127.0.0.1:9".parse().unwrap(),
+                ..to_b
+            })
+            .unwrap_err();
+        assert!(e.contains("one family only"), "{e}");
+        // Removed: b no longer takes a's datagrams, a no longer routes to b.
+        assert_eq!(b.remove_peer(aa), Some(to_a));
+        assert_eq!(b.remove_peer(aa), None);
+        let mut tx = vec![frame(&mut a, 1, aa.port(), 2, b"after")];
+        while !tx.is_empty() {
+            a.tx_burst(Timestamp::from_nanos(1), &mut tx);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while b.stats().rx_unknown_source == 0 && Instant::now() < deadline {
+            let mut none = Vec::new();
+            b.rx_burst(Timestamp::from_nanos(1), &mut none, 32);
+            assert!(none.is_empty());
+        }
+        assert_eq!(b.stats().rx_unknown_source, 1);
+        a.remove_peer(ab);
+        let mut tx = vec![frame(&mut a, 1, aa.port(), 2, b"gone")];
+        a.tx_burst(Timestamp::from_nanos(1), &mut tx);
+        assert_eq!(a.stats().tx_unroutable, 2);
+        assert_eq!(a.stats().tx_datagrams, 2);
     }
 }

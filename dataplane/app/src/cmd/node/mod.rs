@@ -320,22 +320,7 @@ fn set_up_connection<B: PacketBuf, C: Clock>(
         NodeRole::Initiator => {
             let ours = cm::offer(engine, &local, Some(cm::initiator_sequence())).map_err(failed)?;
             let mut channel = Channel::connect(args.control, SETUP_TIMEOUT).map_err(failed)?;
-            channel
-                .send(&Message::Offer(ours.clone()))
-                .map_err(failed)?;
-            let theirs = match channel.recv(SETUP_TIMEOUT).map_err(failed)? {
-                Message::Offer(o) => o,
-                Message::Abort { reason } => {
-                    return Err(failed(format!(
-                        "the target refused the connection: {reason}"
-                    )))
-                }
-                other => {
-                    return Err(failed(format!(
-                        "expected the target's offer, got {other:?}"
-                    )))
-                }
-            };
+            let theirs = cm::exchange(&mut channel, &ours, SETUP_TIMEOUT).map_err(failed)?;
             (channel, ours, theirs)
         }
         NodeRole::Target => {
