@@ -89,6 +89,10 @@ pub struct Offer {
     /// them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<NamespaceOffer>>,
+    /// An NVMe target takes our vendor Command Requests (Flush, ulp.md
+    /// §3.9): the initiator may send them. Absent: it does not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vendor_commands: bool,
 }
 
 /// A namespace an NVMe target offers (ulp.md §3.9: the control plane
@@ -233,6 +237,7 @@ pub fn offer<B: PacketBuf, S: DataSource>(
         ulp: None,
         udp: None,
         namespaces: None,
+        vendor_commands: false,
     })
 }
 

@@ -75,6 +75,9 @@ initial_rto_us = 10000
 fabric_base_delay = 1526
 min_retransmit_timeout = 76294
 
+[target]
+vendor_commands = true
+
 {namespaces}
 "#
     )
@@ -263,13 +266,18 @@ protection = "opaque"
 enum Durability {
     /// The write itself has FUA.
     Fua,
-    // Non-FUA writes covered by a flush are the other durable case. The
-    // flush command is not on the wire yet (an NVMe vendor Command Request
-    // in nvme-ulp); with it, a `Flush` case writes without FUA, and its
-    // writes count as durable once a flush submitted after their
-    // completions succeeds (until then, they stay in the allowed sets as
-    // failed writes do).
+    /// Writes without FUA, a flush every [`FLUSH_EVERY`] completions: a
+    /// write counts as durable once a flush taken after its completion
+    /// succeeds; until then its block may hold it or what was durable
+    /// before.
+    Flush,
 }
+
+/// Completions between two flushes in [`Durability::Flush`].
+const FLUSH_EVERY: u64 = 64;
+/// The tag that marks a flush's completion (writes' tags are block << 32
+/// | generation, blocks below 2^31).
+const FLUSH_TAG: u64 = 1 << 63;
 
 /// Block `lba`'s bytes after write generation `generation` (0: never
 /// written, zeroes): distinct for every block and generation.
@@ -314,6 +322,11 @@ struct Writes {
     in_flight: Vec<bool>,
     /// Every write submitted, (block, generation).
     history: Vec<(u64, u32)>,
+    /// Writes completed without FUA since the last flush was taken.
+    uncovered: Vec<(u64, u32)>,
+    /// Flushes outstanding: tag → the writes each covers.
+    flushes: std::collections::HashMap<u64, Vec<(u64, u32)>>,
+    flushes_done: u64,
     completed: u64,
     successes: u64,
     transport_errors: u64,
@@ -325,22 +338,48 @@ impl Writes {
             allowed: vec![BTreeSet::from([0]); blocks as usize],
             in_flight: vec![false; blocks as usize],
             history: Vec::new(),
+            uncovered: Vec::new(),
+            flushes: std::collections::HashMap::new(),
+            flushes_done: 0,
             completed: 0,
             successes: 0,
             transport_errors: 0,
         }
     }
 
-    /// A write's completion (its tag: block << 32 | generation); whether
-    /// it succeeded.
-    fn complete(&mut self, done: IcmdCompletion) -> bool {
+    /// A write's completion (its tag: block << 32 | generation) or a
+    /// flush's; whether a write succeeded.
+    fn complete(&mut self, done: IcmdCompletion, durability: Durability) -> bool {
+        if done.tag & FLUSH_TAG != 0 {
+            let covered = self.flushes.remove(&done.tag).expect("a flush we took");
+            if done.status == Status::SUCCESS {
+                self.flushes_done += 1;
+                // Writes to a block are never concurrent: generations of
+                // one block complete in order, and the covered one or a
+                // later one is on the disk.
+                for (lba, generation) in covered {
+                    self.allowed[lba as usize].retain(|&g| g >= generation);
+                }
+            } else {
+                assert_eq!(done.status, Status::TRANSIENT_TRANSPORT_ERROR, "flush");
+                // Not covered after all: covered by a later flush, or not.
+                self.uncovered.extend(covered);
+            }
+            return false;
+        }
         self.completed += 1;
         let (lba, generation) = (done.tag >> 32, done.tag as u32);
         self.in_flight[lba as usize] = false;
         assert!(matches!(done.buffers, IcmdBuffers::Write(_)));
         let set = &mut self.allowed[lba as usize];
         if done.status == Status::SUCCESS {
-            *set = BTreeSet::from([generation]);
+            match durability {
+                Durability::Fua => *set = BTreeSet::from([generation]),
+                Durability::Flush => {
+                    set.insert(generation);
+                    self.uncovered.push((lba, generation));
+                }
+            }
             self.successes += 1;
             true
         } else {
@@ -402,6 +441,7 @@ fn durable_writes_survive_a_killed_target(durability: Durability) {
     let mut killed_at = None;
     // Writes until 600 have completed after the restart.
     let mut successes_after_restart = 0u64;
+    let mut next_flush = 0u64;
     let start = Instant::now();
     while successes_after_restart < 600 {
         assert!(
@@ -422,6 +462,7 @@ fn durable_writes_survive_a_killed_target(durability: Durability) {
             let icmd = Icmd::write((lba << 32) | u64::from(generation), 1, lba, 0, data);
             let icmd = match durability {
                 Durability::Fua => icmd.with_fua(),
+                Durability::Flush => icmd,
             };
             match device.submit(icmd) {
                 Ok(()) => {
@@ -450,8 +491,19 @@ fn durable_writes_survive_a_killed_target(durability: Durability) {
         }
         device.turn();
         while let Some(done) = device.poll_completion() {
-            if writes.complete(done) && killed_at.is_some() && device.connects() >= 2 {
+            if writes.complete(done, durability) && killed_at.is_some() && device.connects() >= 2 {
                 successes_after_restart += 1;
+            }
+        }
+        if matches!(durability, Durability::Flush)
+            && writes.uncovered.len() as u64 >= FLUSH_EVERY
+            && writes.flushes.len() < 4
+        {
+            next_flush += 1;
+            let tag = FLUSH_TAG | next_flush;
+            if device.flush(tag).is_ok() {
+                let covered = std::mem::take(&mut writes.uncovered);
+                writes.flushes.insert(tag, covered);
             }
         }
         // In the middle of the load: kill the target, start it again.
@@ -471,11 +523,21 @@ fn durable_writes_survive_a_killed_target(durability: Durability) {
         "no write was in flight at the kill"
     );
     assert!(refused > 0, "no write was refused while disconnected");
+    if matches!(durability, Durability::Flush) {
+        let tag = FLUSH_TAG | (next_flush + 1);
+        device.flush(tag).expect("the last flush taken");
+        let covered = std::mem::take(&mut writes.uncovered);
+        writes.flushes.insert(tag, covered);
+    }
     turn_until(&mut device, Duration::from_secs(60), |d| {
         d.outstanding() == 0
     });
     while let Some(done) = device.poll_completion() {
-        writes.complete(done);
+        writes.complete(done, durability);
+    }
+    if matches!(durability, Durability::Flush) {
+        assert!(writes.flushes_done > 10, "{} flushes", writes.flushes_done);
+        assert!(writes.flushes.is_empty());
     }
     assert_eq!(writes.completed, submitted, "every write completes once");
     eprintln!(
@@ -538,6 +600,11 @@ fn durable_writes_survive_a_killed_target(durability: Durability) {
 #[test]
 fn fua_writes_survive_a_killed_target() {
     durable_writes_survive_a_killed_target(Durability::Fua);
+}
+
+#[test]
+fn flushed_writes_survive_a_killed_target() {
+    durable_writes_survive_a_killed_target(Durability::Flush);
 }
 
 /// A target that does not come back: the writes in flight fail with

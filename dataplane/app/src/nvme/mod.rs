@@ -107,6 +107,16 @@ pub trait NvmeDevice {
     ///
     /// The refusal, with the command handed back.
     fn submit(&mut self, icmd: Icmd) -> std::result::Result<(), SubmitError>;
+    /// Takes a Flush of the namespace (our vendor Command Request, where
+    /// the target takes it): once it completes successfully, every write
+    /// that completed before it was taken is durable. It completes
+    /// through [`poll_completion`](Self::poll_completion) with `tag`.
+    ///
+    /// # Errors
+    ///
+    /// The initiator's refusal (the target does not take flushes, too many
+    /// outstanding), or the connection is down.
+    fn flush(&mut self, tag: u64) -> std::result::Result<(), SubmitRefusal>;
     /// A finished command, if any (every submitted command completes once,
     /// a failed one with its NVMe status).
     fn poll_completion(&mut self) -> Option<IcmdCompletion>;
@@ -204,6 +214,13 @@ impl From<PairStats> for DeviceStats {
 impl NvmeDevice for NvmePair {
     fn submit(&mut self, icmd: Icmd) -> std::result::Result<(), SubmitError> {
         NvmePair::submit(self, icmd).map_err(SubmitError::from)
+    }
+
+    fn flush(&mut self, tag: u64) -> std::result::Result<(), SubmitRefusal> {
+        let now = falcon_core::lcore::Clock::now(&mut self.a.clock);
+        self.initiator
+            .submit_flush(now, tag, NSID)
+            .map_err(SubmitRefusal::Initiator)
     }
 
     fn poll_completion(&mut self) -> Option<IcmdCompletion> {
@@ -326,6 +343,8 @@ impl NvmePair {
         let initiator_config = InitiatorConfig {
             queue_depth: config.queue_depth,
             icmd_timeout: config.icmd_timeout,
+            // Both ends are ours: flush over the vendor Command Request.
+            vendor_commands: true,
             ..InitiatorConfig::default()
         };
         let mut initiator =
@@ -345,6 +364,7 @@ impl NvmePair {
         let target_config = TargetConfig {
             tcmd_slots: config.queue_depth.max(32) * 2,
             buffers: config.queue_depth.clamp(16, 256),
+            vendor_commands: true,
             ..TargetConfig::default()
         };
         let target = Target::new(

@@ -256,7 +256,8 @@ impl RemoteInitiator {
         };
         let format = format_of(chosen).map_err(failed)?;
         let blocks = chosen.blocks;
-        let initiator = initiator(&config, &namespaces, link.cid).map_err(failed)?;
+        let initiator =
+            initiator(&config, &namespaces, theirs.vendor_commands, link.cid).map_err(failed)?;
         let target_control = link.channel.peer();
         Ok(RemoteInitiator {
             config,
@@ -506,6 +507,21 @@ impl NvmeDevice for RemoteInitiator {
         }
     }
 
+    fn flush(&mut self, tag: u64) -> std::result::Result<(), SubmitRefusal> {
+        match &self.state {
+            State::Connected(_) => {
+                let now = self.lcore.clock.now();
+                let nsid = self.config.nsid;
+                self.ulp
+                    .initiator
+                    .submit_flush(now, tag, nsid)
+                    .map_err(SubmitRefusal::Initiator)
+            }
+            State::Reconnecting { reason, .. } => Err(SubmitRefusal::Reconnecting(reason.clone())),
+            State::Disconnected { reason } => Err(SubmitRefusal::Disconnected(reason.clone())),
+        }
+    }
+
     fn poll_completion(&mut self) -> Option<IcmdCompletion> {
         self.ulp.initiator.poll_completion()
     }
@@ -665,6 +681,7 @@ fn format_of(n: &NamespaceOffer) -> std::result::Result<Format, String> {
 fn initiator(
     config: &RemoteConfig,
     namespaces: &[NamespaceOffer],
+    vendor_commands: bool,
     cid: ConnectionId,
 ) -> std::result::Result<Initiator, String> {
     let mut layout = Vec::new();
@@ -700,6 +717,7 @@ fn initiator(
     let initiator_config = InitiatorConfig {
         queue_depth: config.queue_depth,
         icmd_timeout: config.icmd_timeout,
+        vendor_commands,
         ..InitiatorConfig::default()
     };
     let mut initiator =

@@ -281,6 +281,7 @@ fn target(config: &NvmeTargetConfig, origin: &Origin) -> Result<TargetConfig> {
         parked_ncmds: t.parked_ncmds,
         tcmd_timeout: Duration::from_millis(t.tcmd_timeout_ms),
         rnr_timeout: RnrTimeout::nearest(Duration::from_micros(t.rnr_timeout_us)),
+        vendor_commands: t.vendor_commands,
         ..TargetConfig::default()
     })
 }

@@ -142,6 +142,9 @@ pub struct TargetSection {
     pub rnr_timeout_us: u64,
     /// How long an initiator has to send its offer once connected, ms.
     pub setup_timeout_ms: u64,
+    /// Take our vendor Command Requests (Flush; ulp.md §3.9: off unless
+    /// asked for), and say so in the offer.
+    pub vendor_commands: bool,
 }
 
 impl Default for TargetSection {
@@ -155,6 +158,7 @@ impl Default for TargetSection {
             tcmd_timeout_ms: t.tcmd_timeout.as_millis() as u64,
             rnr_timeout_us: 160,
             setup_timeout_ms: 5000,
+            vendor_commands: false,
         }
     }
 }

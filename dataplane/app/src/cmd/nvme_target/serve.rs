@@ -187,6 +187,8 @@ pub struct Sessions {
     local: Local,
     udp: Option<SocketAddr>,
     namespaces: Vec<NamespaceOffer>,
+    /// The target takes our vendor Command Requests (Flush).
+    vendor_commands: bool,
     counts: ConnectionCounts,
 }
 
@@ -229,6 +231,7 @@ impl Sessions {
                     sqid: n.sqid,
                 })
                 .collect(),
+            vendor_commands: plan.target.vendor_commands,
             counts: ConnectionCounts::default(),
         }
     }
@@ -365,6 +368,7 @@ impl Sessions {
             let ours = Offer {
                 udp: self.udp,
                 namespaces: Some(self.namespaces.clone()),
+                vendor_commands: self.vendor_commands,
                 ..ours.with_protocol(ProtocolType::Nvme)
             };
             let handle = cm::add_connection(now, &mut lcore.engine, &ours, theirs)?;
