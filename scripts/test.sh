@@ -58,6 +58,9 @@ cargo test --release -p falcon --features dpdk --test run_dpdk -- --test-threads
 # `falcon pktgen`: a generator and a reflector as two processes over memif,
 # flat out, at a rate, and IMIX pushes and pulls; both sides' counts agree.
 cargo test --release -p falcon --features dpdk --test pktgen_dpdk -- --test-threads=1
+# `falcon nvme-target` serving net_memif, `nvme-perf --connect --port memif
+# --verify` against a RAM and a file namespace.
+cargo test --release -p falcon --features dpdk --test nvme_target_dpdk -- --test-threads=1
 
 echo "== fuzz targets build"
 cargo build --manifest-path fuzz/Cargo.toml --bins

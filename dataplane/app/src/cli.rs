@@ -223,9 +223,27 @@ pub struct NvmePerfArgs {
     /// HOST:PORT`).
     #[arg(short = 'r', long = "transport-id", value_name = "TRID")]
     pub remote: Option<String>,
+    /// With a remote target: the port this initiator's frames go over:
+    /// `udp`, a kernel UDP socket (`--bind`); `memif`, a DPDK shared-memory
+    /// interface to a target on this host whose `port.eal_args` serve it
+    /// (`--socket`); `af-packet` or `af-xdp`, a DPDK port on a kernel
+    /// interface (`--iface`). The DPDK ports need a falcon built with
+    /// `--features dpdk`; the process is then one EAL on `--core`.
+    #[arg(long, value_enum, default_value_t = PortKind::Udp)]
+    pub port: PortKind,
     /// With a remote target: this initiator's UDP socket (port 0: any).
     #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:0")]
     pub bind: std::net::SocketAddr,
+    /// The memif control socket (`--port memif`; the target serves it).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/tmp/falcon-nvme-memif.sock"
+    )]
+    pub socket: PathBuf,
+    /// The kernel interface of `--port af-packet` / `af-xdp`.
+    #[arg(long, value_name = "NAME", required_if_eq_any([("port", "af-packet"), ("port", "af-xdp")]))]
+    pub iface: Option<String>,
     /// With a remote target: the namespace to run on (one it exports).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub nsid: u32,

@@ -33,6 +33,8 @@ use falcon_core::wire::ProtocolType;
 use psp::{SaKey, Spi, SpiGeneration, Version};
 use serde::{Deserialize, Serialize};
 
+use crate::udp::{UdpPeer, UdpPort};
+
 /// The version of the exchange; both sides must speak the same.
 pub const PROTOCOL: u32 = 1;
 
@@ -358,6 +360,76 @@ pub fn add_connection<B: PacketBuf, S: DataSource>(
     engine
         .add_connection(now, config)
         .map_err(|e| format!("connection manager: adding the connection: {e}"))
+}
+
+/// A port as the connection manager sees it: what it tells a peer in an
+/// offer, and what it learns from the peer's.
+pub trait OfferPort {
+    /// The kernel UDP socket frames come in on, if the port is one (the
+    /// offer's `udp`).
+    fn local_udp(&self) -> Option<SocketAddr>;
+    /// Learns the peer of `theirs` (whose control channel comes from
+    /// `channel_peer`): the socket to forget it by, if the port keeps a
+    /// peer table (a DPDK port sends by the frame's own addresses).
+    ///
+    /// # Errors
+    ///
+    /// The port cannot reach that peer (no UDP socket offered, an engine
+    /// address another peer has).
+    fn learn_peer(
+        &mut self,
+        theirs: &Offer,
+        channel_peer: IpAddr,
+    ) -> Result<Option<SocketAddr>, String>;
+    /// Forgets the peer learnt as `socket`.
+    fn forget_peer(&mut self, socket: SocketAddr);
+}
+
+impl OfferPort for UdpPort {
+    fn local_udp(&self) -> Option<SocketAddr> {
+        self.local_addr().ok()
+    }
+
+    fn learn_peer(
+        &mut self,
+        theirs: &Offer,
+        channel_peer: IpAddr,
+    ) -> Result<Option<SocketAddr>, String> {
+        let socket = udp_socket(theirs, channel_peer).ok_or_else(|| {
+            format!(
+                "the {}'s offer names no UDP socket (it runs another port)",
+                theirs.role
+            )
+        })?;
+        self.add_peer(UdpPeer {
+            socket,
+            ip: theirs.ip,
+            mac: EthernetAddress(theirs.mac),
+        })?;
+        Ok(Some(socket))
+    }
+
+    fn forget_peer(&mut self, socket: SocketAddr) {
+        self.remove_peer(socket);
+    }
+}
+
+/// A DPDK port keeps no peer table: frames go by their own addresses.
+#[cfg(feature = "dpdk")]
+impl OfferPort for falcon_dpdk::port::DpdkPort {
+    fn local_udp(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    fn learn_peer(
+        &mut self,
+        _theirs: &Offer,
+        _channel_peer: IpAddr,
+    ) -> Result<Option<SocketAddr>, String> {
+        Ok(None)
+    }
+
+    fn forget_peer(&mut self, _socket: SocketAddr) {}
 }
 
 /// The initiator's half of the exchange: sends `ours` on `channel` and

@@ -18,6 +18,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use falcon_core::api::{Clock, Port};
 use falcon_core::random::{Random, SplitMix64};
 use hdrhistogram::Histogram;
 use nvme_ulp::data::HostBuffers;
@@ -27,7 +28,8 @@ use nvme_ulp::status::StatusCounts;
 use nvme_ulp::Status;
 use serde::Serialize;
 
-use crate::cli::{NvmePattern, NvmePerfArgs, OnOff};
+use crate::cli::{NvmePattern, NvmePerfArgs, OnOff, PortKind};
+use crate::cm::OfferPort;
 use crate::cmd::nvme_io::{check_read, fill, latency_histogram, Latency, MAX_IO, MIN_IO};
 use crate::error::{AppError, Result};
 use crate::nvme::remote::{RemoteConfig, RemoteInitiator};
@@ -198,6 +200,12 @@ fn options(args: &NvmePerfArgs) -> Result<Options> {
         (None, Some(trid)) => Some(transport_id(trid)?),
         (None, None) => None,
     };
+    if remote.is_none() && args.port != PortKind::Udp {
+        return usage(format!(
+            "--port {}: only with a remote target (--connect or -r)",
+            args.port.name()
+        ));
+    }
     if remote.is_some() {
         for (given, flag) in [
             (args.lba_size.is_some(), "--lba-size"),
@@ -403,11 +411,11 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
                 reconnect_deadline: Duration::from_secs_f64(args.reconnect_timeout),
                 ..RemoteConfig::new(control)
             };
-            let mut device = RemoteInitiator::connect(config)?;
-            let workload = workload(args, &options, device.format(), device.blocks(), false)?;
-            let report = drive(args, &mut device, workload);
-            device.close(Duration::from_secs(5));
-            report
+            if args.port != PortKind::Udp {
+                return remote_on_dpdk(args, &options, config);
+            }
+            let device = RemoteInitiator::connect(config)?;
+            remote(args, &options, device)
         }
         None => {
             let config = pair_config(args)?;
@@ -422,6 +430,66 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
             drive(args, &mut pair, workload)
         }
     }
+}
+
+/// The run on a remote device, which is closed at the end.
+fn remote<P: Port + OfferPort, C: Clock>(
+    args: &NvmePerfArgs,
+    options: &Options,
+    mut device: RemoteInitiator<P, C>,
+) -> Result<Report> {
+    let workload = workload(args, options, device.format(), device.blocks(), false)?;
+    let report = drive(args, &mut device, workload);
+    device.close(Duration::from_secs(5));
+    report
+}
+
+/// The initiator's engine address on a DPDK port: the port's MAC, and the
+/// address `falcon node`'s initiator has (one initiator per DPDK port).
+#[cfg(feature = "dpdk")]
+const DPDK_ENGINE_IP: [u8; 4] = [10, 0, 0, 1];
+
+/// The remote run on a DPDK port (`--port memif|af-packet|af-xdp`): one
+/// EAL on `--core`, the port as `falcon node` opens it.
+#[cfg(feature = "dpdk")]
+fn remote_on_dpdk(args: &NvmePerfArgs, options: &Options, config: RemoteConfig) -> Result<Report> {
+    use crate::cmd::node::dpdk::{with_port, Opened, PortSpec};
+    use crate::nvme::remote::EngineAddress;
+    let spec = PortSpec {
+        kind: args.port,
+        server: false,
+        socket: &args.socket,
+        iface: args.iface.as_deref(),
+        core: args.core.unwrap_or(0),
+        who: "nvme-perf".into(),
+    };
+    with_port(&spec, |opened| {
+        let Opened {
+            port,
+            mac,
+            max_frame,
+            clock,
+        } = opened;
+        let address = EngineAddress {
+            ip: std::net::IpAddr::from(DPDK_ENGINE_IP),
+            mac,
+        };
+        let device = RemoteInitiator::connect_on(config, port, clock, address, max_frame)?;
+        remote(args, options, device)
+    })
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn remote_on_dpdk(
+    args: &NvmePerfArgs,
+    _options: &Options,
+    _config: RemoteConfig,
+) -> Result<Report> {
+    Err(AppError::Usage(format!(
+        "--port {}: this falcon was built without DPDK; build it with \
+         `cargo build --release --features dpdk` (DPDK 22.11 from scripts/setup.sh)",
+        args.port.name()
+    )))
 }
 
 /// Keeps `-q` I/Os outstanding on `device` until the time or the count

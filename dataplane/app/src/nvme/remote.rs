@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use falcon_core::api::{
     Clock, ConnectionHandle, ConnectionId, DeliveryConfig, DestinationFunction, Engine,
-    EngineConfig, EthernetAddress, Lcore, OrderingMode, PacketBuf, PspConfig, SystemClock,
+    EngineConfig, EthernetAddress, Lcore, OrderingMode, PacketBuf, Port, PspConfig, SystemClock,
     Timestamp, Ulp, UlpEvent,
 };
 use falcon_core::testing::FaultStats;
@@ -49,9 +49,9 @@ use nvme_ulp::lba::{self, LbaRow, TranslationTables};
 use psp::Version;
 
 use super::{DeviceStats, NvmeDevice, SubmitError, SubmitRefusal};
-use crate::cm::{self, Channel, Local, Message, NamespaceOffer, Offer};
+use crate::cm::{self, Channel, Local, Message, NamespaceOffer, Offer, OfferPort};
 use crate::error::{AppError, Result};
-use crate::udp::{UdpPeer, UdpPort, UdpPortConfig};
+use crate::udp::{UdpPort, UdpPortConfig};
 
 /// Bytes an LBA table row covers (chunk shift 0: 1 GiB, NVMe-0.9 §6.6.1).
 const CHUNK_BYTES: u64 = 1 << 30;
@@ -165,14 +165,23 @@ struct Link {
     channel: Channel,
     connection: ConnectionHandle,
     cid: ConnectionId,
-    /// The target's UDP socket (the port's name for it).
-    target_udp: SocketAddr,
+    /// The port's name for the target, when it keeps a peer table.
+    target_udp: Option<SocketAddr>,
 }
 
-/// An initiator connected to a remote target (see the module doc).
-pub struct RemoteInitiator {
+/// The initiator's engine addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineAddress {
+    pub ip: IpAddr,
+    pub mac: EthernetAddress,
+}
+
+/// An initiator connected to a remote target (see the module doc), over
+/// a port of type `P` (the kernel UDP port, or a DPDK port).
+pub struct RemoteInitiator<P: Port + OfferPort = UdpPort, C: Clock = SystemClock> {
     config: RemoteConfig,
-    lcore: Lcore<UdpPort, SystemClock, NvmeData>,
+    address: EngineAddress,
+    lcore: Lcore<P, C, NvmeData>,
     ulp: Initiating,
     state: State,
     /// The namespaces as first offered: a reconnection must find them so.
@@ -186,7 +195,7 @@ pub struct RemoteInitiator {
     target_control: SocketAddr,
 }
 
-impl std::fmt::Debug for RemoteInitiator {
+impl<P: Port + OfferPort, C: Clock> std::fmt::Debug for RemoteInitiator<P, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteInitiator")
             .field("control", &self.config.control)
@@ -196,17 +205,18 @@ impl std::fmt::Debug for RemoteInitiator {
     }
 }
 
-/// This initiator's engine address: 10.1.P.P for UDP port P. The target's
-/// UDP port routes its frames by engine address, so every initiator of a
-/// target needs its own: two initiators on one host have different ports.
-fn engine_ip(udp: SocketAddr) -> IpAddr {
-    let [hi, lo] = udp.port().to_be_bytes();
-    IpAddr::from([10, 1, hi, lo])
-}
-
-fn engine_mac(udp: SocketAddr) -> EthernetAddress {
-    let [hi, lo] = udp.port().to_be_bytes();
-    EthernetAddress([2, 0, 0, 1, hi, lo])
+impl EngineAddress {
+    /// The engine address of an initiator on UDP socket `udp`: 10.1.P.P for
+    /// port P. The target's UDP port routes its frames by engine address,
+    /// so every initiator of a target needs its own: two initiators on one
+    /// host have different ports.
+    pub fn of_udp(udp: SocketAddr) -> EngineAddress {
+        let [hi, lo] = udp.port().to_be_bytes();
+        EngineAddress {
+            ip: IpAddr::from([10, 1, hi, lo]),
+            mac: EthernetAddress([2, 0, 0, 1, hi, lo]),
+        }
+    }
 }
 
 impl RemoteInitiator {
@@ -224,18 +234,47 @@ impl RemoteInitiator {
         let socket = UdpSocket::bind(config.bind)
             .map_err(|e| AppError::Usage(format!("--bind {}: {e}", config.bind)))?;
         let udp = socket.local_addr().map_err(|e| failed(e.to_string()))?;
-        let (ip, mac) = (engine_ip(udp), engine_mac(udp));
+        let address = EngineAddress::of_udp(udp);
         let mut clock = SystemClock::new();
-        let engine = engine(&config, ip, mac, clock.now())?;
+        let engine = engine(&config, address, None, clock.now())?;
         let port_config = UdpPortConfig {
             offload: config.offload,
-            ..UdpPortConfig::new(ip, mac, engine.max_frame_len())
+            ..UdpPortConfig::new(address.ip, address.mac, engine.max_frame_len())
         };
         let port = UdpPort::new(socket, &[], port_config).map_err(failed)?;
-        let mut lcore = Lcore::new(engine, port, clock);
+        RemoteInitiator::start(config, address, Lcore::new(engine, port, clock))
+    }
+}
+
+impl<P: Port + OfferPort, C: Clock> RemoteInitiator<P, C> {
+    /// As [`connect`](RemoteInitiator::connect), on `port` (a DPDK port:
+    /// frames up to `max_frame` bytes, the target's `port.max_frame`)
+    /// timed by `clock`, the engine at `address`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](RemoteInitiator::connect).
+    pub fn connect_on(
+        config: RemoteConfig,
+        port: P,
+        mut clock: C,
+        address: EngineAddress,
+        max_frame: usize,
+    ) -> Result<RemoteInitiator<P, C>> {
+        let engine = engine(&config, address, Some(max_frame), clock.now())?;
+        RemoteInitiator::start(config, address, Lcore::new(engine, port, clock))
+    }
+
+    /// The first connection, and the initiator built from its namespaces.
+    fn start(
+        config: RemoteConfig,
+        address: EngineAddress,
+        mut lcore: Lcore<P, C, NvmeData>,
+    ) -> Result<RemoteInitiator<P, C>> {
+        let failed = |e: String| AppError::Failed(format!("nvme initiator: {e}"));
         let channel = Channel::connect(config.control, config.setup_timeout).map_err(failed)?;
         let cid = ConnectionId::truncating(0x10);
-        let (link, theirs) = set_up(&config, &mut lcore, channel, cid, udp).map_err(failed)?;
+        let (link, theirs) = set_up(&config, address, &mut lcore, channel, cid).map_err(failed)?;
         let namespaces = theirs.namespaces.clone().unwrap_or_default();
         let Some(chosen) = namespaces.iter().find(|n| u32::from(n.nsid) == config.nsid) else {
             let offered: Vec<String> = namespaces.iter().map(|n| n.nsid.to_string()).collect();
@@ -261,6 +300,7 @@ impl RemoteInitiator {
         let target_control = link.channel.peer();
         Ok(RemoteInitiator {
             config,
+            address,
             lcore,
             ulp: Initiating {
                 initiator,
@@ -293,9 +333,9 @@ impl RemoteInitiator {
         &self.namespaces
     }
 
-    /// The UDP socket frames go out of.
+    /// The UDP socket frames go out of (the UDP port).
     pub fn local_udp(&self) -> Option<SocketAddr> {
-        self.lcore.port.local_addr().ok()
+        self.lcore.port.local_udp()
     }
 
     /// Ends the session cleanly: outstanding commands are waited for (up
@@ -327,7 +367,9 @@ impl RemoteInitiator {
                 .initiator
                 .handle_connection_closed(now, link.connection);
             self.lcore.engine.close(now, link.connection);
-            self.lcore.port.remove_peer(link.target_udp);
+            if let Some(socket) = link.target_udp {
+                self.lcore.port.forget_peer(socket);
+            }
         }
     }
 
@@ -352,7 +394,9 @@ impl RemoteInitiator {
             .handle_connection_closed(now, link.connection);
         self.lcore.engine.close(now, link.connection);
         let _ = self.ulp.initiator.tables_mut().set_connection(0, None);
-        self.lcore.port.remove_peer(link.target_udp);
+        if let Some(socket) = link.target_udp {
+            self.lcore.port.forget_peer(socket);
+        }
         self.disconnects += 1;
         let at = Instant::now();
         eprintln!(
@@ -386,14 +430,11 @@ impl RemoteInitiator {
         let attempt = Channel::connect(self.config.control, CONNECT_ATTEMPT).and_then(|channel| {
             let cid = ConnectionId::truncating(self.next_cid);
             self.next_cid = (self.next_cid + 1) & ConnectionId::MAX.value();
-            let udp = self
-                .lcore
-                .port
-                .local_addr()
-                .map_err(|e| format!("the UDP socket: {e}"))?;
-            let (link, theirs) = set_up(&self.config, &mut self.lcore, channel, cid, udp)?;
+            let (link, theirs) = set_up(&self.config, self.address, &mut self.lcore, channel, cid)?;
             if let Err(e) = self.same_namespaces(&theirs) {
-                self.lcore.port.remove_peer(link.target_udp);
+                if let Some(socket) = link.target_udp {
+                    self.lcore.port.forget_peer(socket);
+                }
                 let now = self.lcore.clock.now();
                 self.lcore.engine.close(now, link.connection);
                 return Err(e);
@@ -486,7 +527,7 @@ impl RemoteInitiator {
     }
 }
 
-impl NvmeDevice for RemoteInitiator {
+impl<P: Port + OfferPort, C: Clock> NvmeDevice for RemoteInitiator<P, C> {
     fn submit(&mut self, icmd: Icmd) -> std::result::Result<(), SubmitError> {
         match &self.state {
             State::Connected(_) => {
@@ -576,7 +617,12 @@ impl NvmeDevice for RemoteInitiator {
 
     fn transport(&self) -> String {
         format!(
-            "NVMe over Falcon, UDP to the target at {} (unordered connection, PSP {}, Swift)",
+            "NVMe over Falcon, {} to the target at {} (unordered connection, PSP {}, Swift)",
+            if self.lcore.port.local_udp().is_some() {
+                "UDP"
+            } else {
+                "DPDK"
+            },
             self.config.control,
             if self.config.psp { "on" } else { "off" }
         )
@@ -584,17 +630,19 @@ impl NvmeDevice for RemoteInitiator {
 }
 
 /// The initiator's engine: PSP as configured (fresh master keys), Swift
-/// and the least RTO for the host's network stack.
-fn engine(
+/// and the least RTO for the host's network stack; frames up to
+/// `max_frame` bytes (`None`: the engine's default, the UDP port's).
+fn engine<B: PacketBuf>(
     config: &RemoteConfig,
-    ip: IpAddr,
-    mac: EthernetAddress,
+    address: EngineAddress,
+    max_frame: Option<usize>,
     now: Timestamp,
-) -> Result<Engine<falcon_core::api::FrameBuf, NvmeData>> {
+) -> Result<Engine<B, NvmeData>> {
     let defaults = EngineConfig::default();
     let engine_config = EngineConfig {
-        local_ip: ip,
-        local_mac: mac,
+        local_ip: address.ip,
+        local_mac: address.mac,
+        max_frame_len: max_frame.unwrap_or(defaults.max_frame_len),
         psp: if config.psp {
             Some(PspConfig::new(crate::cmd::node::master_keys()?))
         } else {
@@ -614,39 +662,31 @@ fn engine(
 
 /// The exchange of offers on `channel` and the connection it sets up: the
 /// port learns the target, the engine adds its end.
-fn set_up(
+fn set_up<P: Port + OfferPort, C: Clock>(
     config: &RemoteConfig,
-    lcore: &mut Lcore<UdpPort, SystemClock, NvmeData>,
+    address: EngineAddress,
+    lcore: &mut Lcore<P, C, NvmeData>,
     mut channel: Channel,
     cid: ConnectionId,
-    udp: SocketAddr,
 ) -> std::result::Result<(Link, Offer), String> {
-    let engine = &mut lcore.engine;
     let local = Local {
         role: "initiator",
         cid,
-        ip: engine_ip(udp),
-        mac: engine_mac(udp),
+        ip: address.ip,
+        mac: address.mac,
         function: DestinationFunction::truncating(0x10),
         version: Version::Aes128Gcm,
         workload: "nvme".into(),
         // NVMe-0.9 §7: NVMe connections are unordered.
         ordering: OrderingMode::Unordered,
     };
-    let ours = cm::offer(engine, &local, Some(cm::initiator_sequence()))?;
+    let ours = cm::offer(&mut lcore.engine, &local, Some(cm::initiator_sequence()))?;
     let ours = Offer {
-        udp: Some(udp),
+        udp: lcore.port.local_udp(),
         ..ours.with_protocol(ProtocolType::Nvme)
     };
     let theirs = cm::exchange(&mut channel, &ours, config.setup_timeout)?;
-    let target_udp = cm::udp_socket(&theirs, channel.peer().ip()).ok_or_else(|| {
-        "the target's offer names no UDP socket (it runs another port)".to_string()
-    })?;
-    lcore.port.add_peer(UdpPeer {
-        socket: target_udp,
-        ip: theirs.ip,
-        mac: EthernetAddress(theirs.mac),
-    })?;
+    let target_udp = lcore.port.learn_peer(&theirs, channel.peer().ip())?;
     let now = lcore.clock.now();
     match cm::add_connection(now, &mut lcore.engine, &ours, &theirs) {
         Ok(connection) => Ok((
@@ -659,7 +699,9 @@ fn set_up(
             theirs,
         )),
         Err(e) => {
-            lcore.port.remove_peer(target_udp);
+            if let Some(socket) = target_udp {
+                lcore.port.forget_peer(socket);
+            }
             let _ = channel.send(&Message::Abort { reason: e.clone() });
             Err(e)
         }

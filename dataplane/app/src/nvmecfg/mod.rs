@@ -256,7 +256,7 @@ size = "64M"
         assert!(matches!(
             p.port,
             PortPlan::Dpdk {
-                max_frame: 4608,
+                max_frame: 4352,
                 ..
             }
         ));

@@ -100,8 +100,9 @@ pub struct PortSection {
     #[serde(default = "default_mbufs")]
     pub mbufs: u32,
     /// dpdk: the longest frame, Ethernet header to PSP ICV (initiators
-    /// must use the same). The UDP port always carries the engine's
-    /// default, 9014 bytes, as `nvme-perf --connect` does.
+    /// must use the same; default 4352, `nvme-perf --port memif`'s). The
+    /// UDP port always carries the engine's default, 9014 bytes, as
+    /// `nvme-perf --connect` does.
     #[serde(default = "default_max_frame")]
     pub max_frame: usize,
 }
@@ -114,10 +115,11 @@ fn default_mbufs() -> u32 {
     8191
 }
 
-/// A Read Response of 4 KiB and 128 metadata bytes (eight 512-byte blocks
-/// with 16 bytes each) with every header: 4224 + 36 + Falcon, PSP,
-/// UDP, IPv6 and Ethernet (ulp.md §3.9, "MTU").
-pub const DPDK_MAX_FRAME: usize = 4608;
+/// `falcon node`'s and `nvme-perf --port memif`'s frames over memif: a
+/// Read Response of 4 KiB and up to 118 metadata bytes with every header
+/// (4234 + metadata + 102 over IPv4, ulp.md §3.9 "MTU"): 512-byte blocks
+/// with 16 bytes of metadata need more, on both sides.
+pub const DPDK_MAX_FRAME: usize = 4352;
 
 fn default_max_frame() -> usize {
     DPDK_MAX_FRAME

@@ -159,7 +159,7 @@ pub(crate) fn engine<B: PacketBuf>(
 ///
 /// A namespace that cannot be opened (its key named), or the target's
 /// refusal.
-fn target(plan: &Plan) -> Result<(Target, Vec<NamespaceReport>)> {
+pub(crate) fn target(plan: &Plan) -> Result<(Target, Vec<NamespaceReport>)> {
     let mut opened = Vec::new();
     let mut reports = Vec::new();
     for planned in &plan.namespaces {
@@ -228,7 +228,7 @@ fn target(plan: &Plan) -> Result<(Target, Vec<NamespaceReport>)> {
 }
 
 /// The connection manager's listener.
-fn listen(args: &NvmeTargetArgs, plan: &Plan) -> Result<TcpListener> {
+pub(crate) fn listen(args: &NvmeTargetArgs, plan: &Plan) -> Result<TcpListener> {
     let listener = TcpListener::bind(plan.control)
         .map_err(|e| config_error(args, "node.control", format!("{}: {e}", plan.control)))?;
     listener
@@ -238,7 +238,7 @@ fn listen(args: &NvmeTargetArgs, plan: &Plan) -> Result<TcpListener> {
 }
 
 /// SIGINT and SIGTERM set the flag.
-fn signals() -> Result<Arc<AtomicBool>> {
+pub(crate) fn signals() -> Result<Arc<AtomicBool>> {
     let signalled = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&signalled))
@@ -249,7 +249,7 @@ fn signals() -> Result<Arc<AtomicBool>> {
 
 /// A value of the file that does not work at run time (an address in use,
 /// a device the EAL does not have), named by its key.
-fn config_error(args: &NvmeTargetArgs, key: &str, problem: String) -> AppError {
+pub(crate) fn config_error(args: &NvmeTargetArgs, key: &str, problem: String) -> AppError {
     let text = std::fs::read_to_string(&args.config).unwrap_or_default();
     crate::democfg::Origin::file(&args.config, &text).error(key, problem)
 }

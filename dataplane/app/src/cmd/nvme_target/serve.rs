@@ -34,10 +34,10 @@ use psp::Version;
 
 use super::report::{self, ConnectionCounts, NamespaceReport, Report};
 use crate::cli::NvmeTargetArgs;
-use crate::cm::{self, Channel, Local, Message, NamespaceOffer, Offer};
+use crate::cm::{self, Channel, Local, Message, NamespaceOffer, Offer, OfferPort};
 use crate::error::Result;
 use crate::nvmecfg::Plan;
-use crate::udp::{UdpPeer, UdpPort};
+use crate::udp::UdpPort;
 
 /// How often the sessions are polled.
 const CONTROL_POLL: Duration = Duration::from_millis(1);
@@ -87,22 +87,8 @@ impl<B: PacketBuf> Ulp<B, NvmeData> for Serving {
     }
 }
 
-/// What a served port does besides carrying frames.
-pub trait ServedPort: Port<Buf: std::fmt::Debug> {
-    /// Learns the initiator of `theirs` (whose control channel comes from
-    /// `channel_peer`): the socket to forget it by, if the port keeps one.
-    ///
-    /// # Errors
-    ///
-    /// The port cannot reach that initiator (no UDP socket offered, an
-    /// engine address another initiator has).
-    fn learn_peer(
-        &mut self,
-        theirs: &Offer,
-        channel_peer: IpAddr,
-    ) -> std::result::Result<Option<SocketAddr>, String>;
-    /// Forgets the peer learnt as `socket`.
-    fn forget_peer(&mut self, socket: SocketAddr);
+/// What a served port does besides carrying frames and learning peers.
+pub trait ServedPort: Port<Buf: std::fmt::Debug> + OfferPort {
     /// Frames received and sent.
     fn frames(&self) -> (u64, u64);
     /// The port's own counters, into the report.
@@ -110,28 +96,6 @@ pub trait ServedPort: Port<Buf: std::fmt::Debug> {
 }
 
 impl ServedPort for UdpPort {
-    fn learn_peer(
-        &mut self,
-        theirs: &Offer,
-        channel_peer: IpAddr,
-    ) -> std::result::Result<Option<SocketAddr>, String> {
-        let socket = cm::udp_socket(theirs, channel_peer).ok_or_else(|| {
-            "the initiator's offer names no UDP socket (it runs another port)".to_string()
-        })?;
-        // The same initiator again (a reconnection whose old channel is
-        // not seen closed yet): the old session goes first, see `connect`.
-        self.add_peer(UdpPeer {
-            socket,
-            ip: theirs.ip,
-            mac: EthernetAddress(theirs.mac),
-        })?;
-        Ok(Some(socket))
-    }
-
-    fn forget_peer(&mut self, socket: SocketAddr) {
-        self.remove_peer(socket);
-    }
-
     fn frames(&self) -> (u64, u64) {
         let s = self.stats();
         (s.rx_datagrams, s.tx_datagrams)

@@ -93,7 +93,7 @@ pub fn run(args: &RunArgs, plan: &Plan) -> Result<RunReport> {
     }
     let shards = plan.datapath_cpus.len() as u16;
     let failed = |call: &str, e: falcon_dpdk::DpdkError| AppError::Failed(format!("{call}: {e}"));
-    remove_stale_memif_sockets(plan);
+    remove_stale_memif_sockets(&plan.eal_args);
     let eal_args: Vec<&str> = plan.eal_args.iter().map(String::as_str).collect();
     let eal = Eal::init(&eal_args)
         .map_err(|e| config_error(args, "eal.args", format!("the EAL refused them: {e}")))?;
@@ -104,10 +104,11 @@ pub fn run(args: &RunArgs, plan: &Plan) -> Result<RunReport> {
 }
 
 /// A memif server's socket left by a run that was killed: the server could
-/// not bind it.
-fn remove_stale_memif_sockets(plan: &Plan) {
+/// not bind it (also `falcon nvme-target`'s, whose EAL arguments are its
+/// file's).
+pub(crate) fn remove_stale_memif_sockets(eal_args: &[String]) {
     use std::os::unix::fs::FileTypeExt;
-    for arg in &plan.eal_args {
+    for arg in eal_args {
         let Some(vdev) = arg.strip_prefix("--vdev=net_memif") else {
             continue;
         };

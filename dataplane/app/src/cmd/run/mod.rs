@@ -18,7 +18,7 @@
 
 pub mod connect;
 #[cfg(feature = "dpdk")]
-mod dpdk;
+pub(crate) mod dpdk;
 pub mod report;
 pub mod shard;
 #[cfg(test)]
