@@ -268,6 +268,7 @@ fn prepare(args: &NvmePerfArgs) -> Result<(PairConfig, Workload)> {
         loss_ppm: (args.loss * 10_000.0).round() as u32,
         seed: args.seed,
         icmd_timeout: ICMD_TIMEOUT,
+        ..PairConfig::default()
     };
     let (random, read_percent) = match args.workload {
         NvmePattern::Read => (false, 100),
