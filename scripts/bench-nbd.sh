@@ -5,7 +5,7 @@
 # backend this measures the gateway's own ceiling).
 #
 #   scripts/bench-nbd.sh [--backend ram|falcon] [--runs 5] [--seconds 5] [--json]
-#                        [--perf DIR]
+#                        [--perf DIR] [--falcon PATH]
 #
 # Each run: `falcon nbd-gateway --backend B --size 64M` and `nbdkit memory
 # 64M` on a Unix socket, each pinned to CPU 0, with fio on CPU 1 (4 KiB
@@ -15,7 +15,8 @@
 # profiles each gateway run from its second second to one before its end:
 # `perf stat` per thread (context switches, CPU time) into DIR/run-N.stat
 # and `perf record --call-graph dwarf` into DIR/run-N.data (sampling costs
-# the gateway IOPS: compare figures taken without it).
+# the gateway IOPS: compare figures taken without it). --falcon PATH runs
+# that binary instead of building this tree's (to compare two builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,7 @@ runs=5
 seconds=5
 json=0
 perf_dir=""
+falcon=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --backend) backend="$2"; shift 2 ;;
@@ -31,7 +33,8 @@ while [ $# -gt 0 ]; do
         --seconds) seconds="$2"; shift 2 ;;
         --json) json=1; shift ;;
         --perf) perf_dir="$2"; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --falcon) falcon="$2"; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-nbd: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -61,8 +64,13 @@ fi
 
 log() { if [ "$json" = 0 ]; then echo "$@"; else echo "$@" >&2; fi; }
 
-cargo build --release -q -p falcon
-falcon="${CARGO_TARGET_DIR:-target}/release/falcon"
+if [ -z "$falcon" ]; then
+    cargo build --release -q -p falcon
+    falcon="${CARGO_TARGET_DIR:-target}/release/falcon"
+elif [ ! -x "$falcon" ]; then
+    echo "bench-nbd: --falcon $falcon is not an executable" >&2
+    exit 2
+fi
 
 dir=$(mktemp -d /tmp/bench-nbd.XXXXXX)
 server_pid=""
