@@ -5,12 +5,18 @@
 # backend this measures the gateway's own ceiling).
 #
 #   scripts/bench-nbd.sh [--backend ram|falcon] [--runs 5] [--seconds 5] [--json]
+#                        [--perf DIR] [--falcon PATH]
 #
 # Each run: `falcon nbd-gateway --backend B --size 64M` and `nbdkit memory
 # 64M` on a Unix socket, each pinned to CPU 0, with fio on CPU 1 (4 KiB
 # randrw, iodepth 32, time-based); the order of the two flips every run.
 # Prints each side's IOPS (reads + writes), their ratio per run, and the
-# median of the ratios; --json prints one object instead.
+# median of the ratios; --json prints one object instead. --perf DIR
+# profiles each gateway run from its second second to one before its end:
+# `perf stat` per thread (context switches, CPU time) into DIR/run-N.stat
+# and `perf record --call-graph dwarf` into DIR/run-N.data (sampling costs
+# the gateway IOPS: compare figures taken without it). --falcon PATH runs
+# that binary instead of building this tree's (to compare two builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,13 +24,17 @@ backend=ram
 runs=5
 seconds=5
 json=0
+perf_dir=""
+falcon=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --backend) backend="$2"; shift 2 ;;
         --runs) runs="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
         --json) json=1; shift ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --perf) perf_dir="$2"; shift 2 ;;
+        --falcon) falcon="$2"; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-nbd: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -32,7 +42,16 @@ case "$backend" in ram|falcon) ;; *) echo "bench-nbd: --backend wants ram or fal
 case "$runs" in ''|*[!0-9]*|0) echo "bench-nbd: --runs wants a positive integer" >&2; exit 2 ;; esac
 case "$seconds" in ''|*[!0-9]*|0) echo "bench-nbd: --seconds wants a positive integer" >&2; exit 2 ;; esac
 
-for t in fio nbdkit taskset; do
+tools="fio nbdkit taskset"
+if [ -n "$perf_dir" ]; then
+    tools="$tools perf"
+    if [ "$seconds" -lt 3 ]; then
+        echo "bench-nbd: --perf wants --seconds 3 or more" >&2
+        exit 2
+    fi
+    mkdir -p "$perf_dir"
+fi
+for t in $tools; do
     if ! command -v "$t" >/dev/null 2>&1; then
         echo "bench-nbd: $t is not installed: run scripts/setup.sh" >&2
         exit 2
@@ -45,8 +64,13 @@ fi
 
 log() { if [ "$json" = 0 ]; then echo "$@"; else echo "$@" >&2; fi; }
 
-cargo build --release -q -p falcon
-falcon="${CARGO_TARGET_DIR:-target}/release/falcon"
+if [ -z "$falcon" ]; then
+    cargo build --release -q -p falcon
+    falcon="${CARGO_TARGET_DIR:-target}/release/falcon"
+elif [ ! -x "$falcon" ]; then
+    echo "bench-nbd: --falcon $falcon is not an executable" >&2
+    exit 2
+fi
 
 dir=$(mktemp -d /tmp/bench-nbd.XXXXXX)
 server_pid=""
@@ -92,8 +116,28 @@ gateway_run() {
         --size 64M --quiet --json >"$dir/gateway.json" 2>"$dir/gateway.log" &
     server_pid=$!
     wait_socket "$sock"
-    iops=$(fio_iops "$sock" || true)
+    if [ -n "$perf_dir" ]; then
+        profile "$server_pid" "$perf_dir/run-$run" &
+        local profiler=$!
+        iops=$(fio_iops "$sock" || true)
+        wait "$profiler" || true
+    else
+        iops=$(fio_iops "$sock" || true)
+    fi
     stop_server
+}
+
+# Profiles process $1 while fio runs (threads made before it attaches:
+# the connection's, which start when fio connects, hence the first second).
+profile() {
+    local span=$((seconds - 2))
+    sleep 1
+    perf stat -e context-switches,cpu-migrations,task-clock --per-thread -p "$1" \
+        -o "$2.stat" -- sleep "$span" 2>/dev/null &
+    local stat=$!
+    perf record -q -F 999 --call-graph dwarf,16384 -p "$1" -o "$2.data" \
+        -- sleep "$span" >/dev/null 2>&1 || true
+    wait "$stat" || true
 }
 
 nbdkit_run() {

@@ -1,7 +1,8 @@
 //! Steady-state NVMe over Falcon allocates nothing per command: an
 //! initiator and a target on two engines over the loopback (PSP on,
 //! unordered), reads and writes of 64 KiB with the caller's buffers
-//! reused, after a warm-up.
+//! reused, after a warm-up; the target's RAM namespace on a worker thread,
+//! then inline on its lcore.
 //!
 //! Its own test binary, with one test, because the counting allocator sees
 //! every thread of the process (the target's storage worker included).
@@ -20,7 +21,7 @@ use nvme_ulp::data::{HostBuffers, NvmeData};
 use nvme_ulp::initiator::{Icmd, IcmdBuffers, Initiator, InitiatorConfig, NamespaceSpec, PiPolicy};
 use nvme_ulp::layout::{LbaSize, MetadataSize};
 use nvme_ulp::lba::{self, LbaRow, TranslationTables};
-use nvme_ulp::namespace::{Namespace, NamespaceConfig, WorkerSpec};
+use nvme_ulp::namespace::{Execution, Namespace, NamespaceConfig, WorkerSpec};
 use nvme_ulp::target::{Target, TargetConfig};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -55,7 +56,7 @@ struct Pair {
 }
 
 impl Pair {
-    fn new() -> Pair {
+    fn new(storage: Execution) -> Pair {
         let time = Rc::new(Cell::new(Timestamp::from_nanos(1_000_000_000)));
         let now = time.get();
         let keys = |k: u8| psp::MasterKeys {
@@ -107,8 +108,8 @@ impl Pair {
             buffers: 16,
             ..TargetConfig::default()
         };
-        let target =
-            Target::new(config, vec![WorkerSpec::new(vec![0], vec![namespace])]).expect("target");
+        let spec = WorkerSpec::new(vec![0], vec![namespace]).with_execution(storage);
+        let target = Target::new(config, vec![spec]).expect("target");
         let blocks = usize::from(NLB) + 1;
         Pair {
             time,
@@ -186,7 +187,13 @@ const MEASURED: u64 = 1000;
 
 #[test]
 fn steady_state_ulp_allocates_nothing_per_command() {
-    let mut pair = Pair::new();
+    for storage in Execution::ALL {
+        allocates_nothing(storage);
+    }
+}
+
+fn allocates_nothing(storage: Execution) {
+    let mut pair = Pair::new(storage);
     pair.run(2000);
     let region = Region::new(GLOBAL);
     let start = Instant::now();
@@ -197,7 +204,7 @@ fn steady_state_ulp_allocates_nothing_per_command() {
     eprintln!(
         "{MEASURED} commands of 64 KiB (16 nCMDs each, half reads, half writes): \
          {} allocations ({} bytes); {:.0} commands/s, {:.0} MiB/s on one thread \
-         (both engines, PSP) and one storage worker",
+         (both engines, PSP), storage {storage:?}",
         stats.allocations,
         stats.bytes_allocated,
         MEASURED as f64 / elapsed.as_secs_f64(),

@@ -7,7 +7,8 @@
 //! block device, LBA size 512/4096, metadata 0/8/16, Target SQID → worker
 //! queue") and the execution of tCMDs on it. Never parses packets, never
 //! sleeps or does I/O on the caller's thread except through a
-//! [`Namespace`] the caller owns: the datapath talks only to [`Workers`].
+//! [`Namespace`] the caller owns: the datapath talks only to [`Workers`],
+//! whose inline workers run only namespaces that never block.
 //!
 //! * [`config`]: [`NamespaceConfig`] → validated [`NamespaceFormat`].
 //! * [`Namespace`]: Read, Write (FUA), Flush, Write Zeroes and Deallocate
@@ -16,7 +17,8 @@
 //! * [`ram`], [`file`]: the two [`Storage`] backends.
 //! * [`pi`]: PI Type 1 (ulp.md §3.7).
 //! * [`faults`]: injected device errors and delays.
-//! * [`workers`]: threads that own namespaces, fed by bounded queues.
+//! * [`workers`]: threads that own namespaces, fed by bounded queues (or,
+//!   for namespaces that never block, the same queues run inline).
 //! * [`buffer`]: aligned buffers and their pool.
 
 pub mod buffer;
@@ -44,7 +46,9 @@ pub use file::{FileMode, FileOptions, FileStore};
 pub use pi::{CommandPi, Pi, PrInfo};
 pub use ram::RamStore;
 pub use store::{BlockStore, Storage, StorageMode};
-pub use workers::{Completion, Opcode, RejectReason, Rejected, Request, WorkerSpec, Workers};
+pub use workers::{
+    Completion, Execution, Opcode, RejectReason, Rejected, Request, WorkerSpec, Workers,
+};
 
 use crate::status::Status;
 
@@ -144,6 +148,17 @@ impl<S: BlockStore> Namespace<S> {
 
     pub fn faults_mut(&mut self) -> &mut Faults {
         &mut self.faults
+    }
+
+    /// Whether a command may wait: its store may block, or a delay fault
+    /// would sleep (see [`workers::Execution`]).
+    pub fn may_block(&self) -> bool {
+        self.store.may_block()
+            || self
+                .faults
+                .rules()
+                .iter()
+                .any(|rule| matches!(rule.effect, FaultEffect::Delay(_)))
     }
 
     /// Reads `nlb` blocks (a count: the wire's 0-based NLB + 1) from

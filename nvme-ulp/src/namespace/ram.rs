@@ -167,6 +167,12 @@ impl BlockStore for RamStore {
     fn flush(&mut self) -> Result<(), Status> {
         Ok(())
     }
+
+    /// A copy in memory (and, on a block's first write, an allocation of
+    /// its chunk): never a wait.
+    fn may_block(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! and metadata at an LBA and answers with an NVMe status; it never checks
 //! PI, injects faults or knows about commands (that is
 //! [`super::Namespace`]'s job). Stores run on a worker thread, never on the
-//! datapath lcore, so they may block.
+//! datapath lcore, so they may block; only a store that says it never
+//! blocks ([`BlockStore::may_block`]) may run inline on the lcore
+//! ([`super::workers::Execution::Inline`]).
 
 use core::fmt;
 
@@ -62,6 +64,13 @@ pub trait BlockStore: Send {
     ///
     /// [`Status::WRITE_FAULT`] when the device could not.
     fn flush(&mut self) -> Result<(), Status>;
+
+    /// Whether a call may wait on a device or take unbounded time. A store
+    /// that never does (memory) may run inline on the lcore; the default
+    /// is the safe answer.
+    fn may_block(&self) -> bool {
+        true
+    }
 }
 
 /// The backends a namespace is built on, dispatched without a vtable.
@@ -116,6 +125,13 @@ impl BlockStore for Storage {
         match self {
             Storage::Ram(store) => store.flush(),
             Storage::File(store) => store.flush(),
+        }
+    }
+
+    fn may_block(&self) -> bool {
+        match self {
+            Storage::Ram(store) => store.may_block(),
+            Storage::File(store) => store.may_block(),
         }
     }
 }

@@ -8,6 +8,20 @@
 //! SQIDs may share one (NVMe-0.9 §8.3 leaves the SQID → SSD mapping to the
 //! implementation, ulp.md §3.4 word 15).
 //!
+//! Where a worker runs is its [`WorkerSpec`]'s [`Execution`]:
+//!
+//! * [`Execution::Thread`]: a thread of its own, for namespaces that may
+//!   block (files, devices, injected delays). The lcore never waits on it.
+//! * [`Execution::Inline`]: on the caller's thread, inside
+//!   [`Workers::submit`], for namespaces that never block (RAM): the copy
+//!   costs less than the two thread hand-offs a threaded worker adds to
+//!   each request (a wake of the worker, a switch to it and back; on the
+//!   NBD gateway pinned to one CPU, 40 % of a request's cost with a
+//!   threaded RAM worker, `dataplane/app/PERFORMANCE.md`). [`Workers::spawn`]
+//!   refuses it for a namespace that [`may_block`](Namespace::may_block).
+//!   The contract is the same: the completion is polled later, in order,
+//!   and counts against the worker's depth until then.
+//!
 //! The datapath side never blocks and never allocates in steady state:
 //!
 //! * [`Workers::submit`] either queues the request or hands it back at
@@ -28,6 +42,7 @@
 //! thread.
 
 use core::fmt;
+use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::thread::{self, JoinHandle};
 
@@ -183,46 +198,95 @@ pub struct Rejected {
     pub request: Request,
 }
 
-/// What one worker thread serves.
+/// Where a worker runs its namespaces' I/O (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Execution {
+    /// On a thread of its own, fed by a bounded queue.
+    Thread,
+    /// On the thread that calls [`Workers::submit`], within the call; only
+    /// for namespaces that never block.
+    Inline,
+}
+
+impl Execution {
+    pub const ALL: [Execution; 2] = [Execution::Thread, Execution::Inline];
+}
+
+/// What one worker serves, and where it runs.
 #[derive(Debug)]
 pub struct WorkerSpec<S = Storage> {
     /// Target SQIDs routed to this worker (at least one).
     pub sqids: Vec<u8>,
     /// The namespaces it owns, distinct NSIDs.
     pub namespaces: Vec<Namespace<S>>,
+    pub execution: Execution,
 }
 
 impl<S> WorkerSpec<S> {
+    /// A worker on a thread of its own.
     pub fn new(sqids: Vec<u8>, namespaces: Vec<Namespace<S>>) -> WorkerSpec<S> {
-        WorkerSpec { sqids, namespaces }
+        WorkerSpec {
+            sqids,
+            namespaces,
+            execution: Execution::Thread,
+        }
+    }
+
+    /// A worker that runs inline on the caller's thread: for namespaces
+    /// that never block (RAM).
+    pub fn inline(sqids: Vec<u8>, namespaces: Vec<Namespace<S>>) -> WorkerSpec<S> {
+        WorkerSpec {
+            execution: Execution::Inline,
+            ..WorkerSpec::new(sqids, namespaces)
+        }
+    }
+
+    /// The same spec, run as `execution` says.
+    pub fn with_execution(self, execution: Execution) -> WorkerSpec<S> {
+        WorkerSpec { execution, ..self }
     }
 }
 
-/// The storage worker threads and the datapath's side of their queues.
+/// The storage workers and the datapath's side of their queues.
 pub struct Workers<S: BlockStore + 'static = Storage> {
     /// Target SQID → index in `workers`.
     route: [Option<u16>; 256],
     workers: Vec<Worker<S>>,
-    /// `None` once shutting down, so no worker can wait on a full queue.
+    /// The threads' completions. `None` once shutting down, so no worker
+    /// can wait on a full queue.
     completions: Option<Receiver<Completion>>,
+    /// The inline workers' completions, in the order they ran; room for
+    /// all their outstanding requests, allocated up front.
+    done: VecDeque<Completion>,
     queue_depth: usize,
 }
 
 struct Worker<S> {
-    requests: Option<SyncSender<(u8, Request)>>,
-    thread: Option<JoinHandle<Vec<Namespace<S>>>>,
+    run: Run<S>,
     /// Submitted and not yet polled back.
     in_flight: usize,
 }
 
+enum Run<S> {
+    Thread {
+        requests: Option<SyncSender<(u8, Request)>>,
+        thread: Option<JoinHandle<Vec<Namespace<S>>>>,
+    },
+    Inline {
+        namespaces: Vec<Namespace<S>>,
+    },
+}
+
 impl<S: BlockStore + 'static> Workers<S> {
-    /// Starts one thread per spec, each with a queue of `queue_depth`
-    /// requests.
+    /// Starts one worker per spec, each with a queue of `queue_depth`
+    /// requests: a thread for [`Execution::Thread`], none for
+    /// [`Execution::Inline`].
     ///
     /// # Errors
     ///
     /// [`ConfigError::Invalid`] naming `queue_depth`, `workers`, `sqids`
-    /// (none, or one served twice) or `nsid` (twice in one worker);
+    /// (none, or one served twice), `nsid` (twice in one worker) or
+    /// `execution` (inline, for a namespace that may block);
     /// [`ConfigError::Io`] when a thread cannot start (those already
     /// started are joined).
     pub fn spawn(specs: Vec<WorkerSpec<S>>, queue_depth: usize) -> Result<Workers<S>, ConfigError> {
@@ -273,16 +337,38 @@ impl<S: BlockStore + 'static> Workers<S> {
                         "namespace twice on one worker",
                     ));
                 }
+                if spec.execution == Execution::Inline && namespace.may_block() {
+                    return Err(ConfigError::invalid(
+                        "execution",
+                        format!("inline, namespace {nsid}"),
+                        "a namespace that may block runs on a thread of its own",
+                    ));
+                }
             }
         }
-        let (completion_sender, completions) = mpsc::sync_channel(specs.len() * queue_depth);
+        let inline = specs
+            .iter()
+            .filter(|spec| spec.execution == Execution::Inline)
+            .count();
+        let threads = specs.len() - inline;
+        let (completion_sender, completions) = mpsc::sync_channel(threads * queue_depth);
         let mut workers = Workers {
             route,
             workers: Vec::with_capacity(specs.len()),
             completions: Some(completions),
+            done: VecDeque::with_capacity(inline * queue_depth),
             queue_depth,
         };
         for spec in specs {
+            if spec.execution == Execution::Inline {
+                workers.workers.push(Worker {
+                    run: Run::Inline {
+                        namespaces: spec.namespaces,
+                    },
+                    in_flight: 0,
+                });
+                continue;
+            }
             let (requests, receiver) = mpsc::sync_channel(queue_depth);
             let completions = completion_sender.clone();
             let name = format!("nvme-sq{}", spec.sqids[0]);
@@ -292,15 +378,18 @@ impl<S: BlockStore + 'static> Workers<S> {
                 .spawn(move || serve(namespaces, &receiver, &completions))
                 .map_err(|error| ConfigError::io(name, error))?;
             workers.workers.push(Worker {
-                requests: Some(requests),
-                thread: Some(thread),
+                run: Run::Thread {
+                    requests: Some(requests),
+                    thread: Some(thread),
+                },
                 in_flight: 0,
             });
         }
         Ok(workers)
     }
 
-    /// Queues `request` for the worker of `sqid`; never blocks.
+    /// Queues `request` for the worker of `sqid`, or runs it now on an
+    /// inline worker; never blocks.
     ///
     /// # Errors
     ///
@@ -322,22 +411,36 @@ impl<S: BlockStore + 'static> Workers<S> {
         if worker.in_flight >= self.queue_depth {
             return reject(RejectReason::Busy, request);
         }
-        let Some(requests) = &worker.requests else {
-            return reject(RejectReason::Stopped, request);
-        };
-        match requests.try_send((sqid, request)) {
-            Ok(()) => {
+        match &mut worker.run {
+            Run::Inline { namespaces } => {
+                // Within `done`'s capacity: `in_flight` is below the depth.
+                self.done.push_back(complete(sqid, namespaces, request));
                 worker.in_flight += 1;
                 Ok(())
             }
-            Err(TrySendError::Full((_, request))) => reject(RejectReason::Busy, request),
-            Err(TrySendError::Disconnected((_, request))) => reject(RejectReason::Stopped, request),
+            Run::Thread { requests: None, .. } => reject(RejectReason::Stopped, request),
+            Run::Thread {
+                requests: Some(requests),
+                ..
+            } => match requests.try_send((sqid, request)) {
+                Ok(()) => {
+                    worker.in_flight += 1;
+                    Ok(())
+                }
+                Err(TrySendError::Full((_, request))) => reject(RejectReason::Busy, request),
+                Err(TrySendError::Disconnected((_, request))) => {
+                    reject(RejectReason::Stopped, request)
+                }
+            },
         }
     }
 
     /// A finished request, if one is ready; never blocks.
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        let completion = self.completions.as_ref()?.try_recv().ok()?;
+        let completion = match self.done.pop_front() {
+            Some(completion) => completion,
+            None => self.completions.as_ref()?.try_recv().ok()?,
+        };
         if let Some(index) = self.route[usize::from(completion.sqid)] {
             if let Some(worker) = self.workers.get_mut(usize::from(index)) {
                 worker.in_flight = worker.in_flight.saturating_sub(1);
@@ -375,15 +478,21 @@ impl<S: BlockStore + 'static> Workers<S> {
 
     fn join(&mut self) -> Vec<Namespace<S>> {
         self.completions = None;
+        self.done.clear();
         for worker in &mut self.workers {
-            worker.requests = None;
+            if let Run::Thread { requests, .. } = &mut worker.run {
+                *requests = None;
+            }
         }
         let mut namespaces = Vec::new();
         for worker in &mut self.workers {
-            if let Some(thread) = worker.thread.take() {
-                if let Ok(owned) = thread.join() {
-                    namespaces.extend(owned);
+            match &mut worker.run {
+                Run::Thread { thread, .. } => {
+                    if let Some(Ok(owned)) = thread.take().map(JoinHandle::join) {
+                        namespaces.extend(owned);
+                    }
                 }
+                Run::Inline { namespaces: owned } => namespaces.append(owned),
             }
         }
         namespaces
@@ -413,22 +522,30 @@ fn serve<S: BlockStore>(
     requests: &Receiver<(u8, Request)>,
     completions: &SyncSender<Completion>,
 ) -> Vec<Namespace<S>> {
-    while let Ok((sqid, mut request)) = requests.recv() {
-        let status = execute(&mut namespaces, &mut request);
-        let completion = Completion {
-            tag: request.tag,
-            sqid,
-            opcode: request.opcode,
-            status,
-            data: request.data,
-            metadata: request.metadata,
-        };
+    while let Ok((sqid, request)) = requests.recv() {
         // The queue has room for every outstanding request, so this does
         // not wait. It fails only while `Workers` shuts down; the rest of
         // the queue still runs.
-        let _ = completions.send(completion);
+        let _ = completions.send(complete(sqid, &mut namespaces, request));
     }
     namespaces
+}
+
+/// Runs `request` on its namespace; its buffers move into the completion.
+fn complete<S: BlockStore>(
+    sqid: u8,
+    namespaces: &mut [Namespace<S>],
+    mut request: Request,
+) -> Completion {
+    let status = execute(namespaces, &mut request);
+    Completion {
+        tag: request.tag,
+        sqid,
+        opcode: request.opcode,
+        status,
+        data: request.data,
+        metadata: request.metadata,
+    }
 }
 
 fn execute<S: BlockStore>(namespaces: &mut [Namespace<S>], request: &mut Request) -> Status {
@@ -475,6 +592,7 @@ mod tests {
     use super::*;
     use crate::namespace::buffer::BufferPool;
     use crate::namespace::config::{NamespaceConfig, NamespaceFormat, Protection};
+    use crate::namespace::faults::FaultRule;
     use crate::namespace::file::FileOptions;
     use crate::namespace::pi::protect;
     use crate::namespace::ram::RamStore;
@@ -788,9 +906,16 @@ mod tests {
 
     /// Many commands over several workers and backends, with buffers from
     /// pools: every completion comes back once with its buffers, and the
-    /// data read is the data written.
+    /// data read is the data written; the RAM workers on threads, then
+    /// inline beside the file's thread.
     #[test]
     fn every_completion_comes_back_exactly_once() {
+        for ram in Execution::ALL {
+            exactly_once(ram);
+        }
+    }
+
+    fn exactly_once(ram_execution: Execution) {
         let dir = TempDir::new("workers");
         let ram =
             |nsid, lba_size| Namespace::ram(&NamespaceConfig::new(nsid, 512, lba_size)).unwrap();
@@ -799,9 +924,11 @@ mod tests {
         let file =
             Namespace::file(&file_config, dir.path().join("ns"), FileOptions::default()).unwrap();
         let specs = vec![
-            WorkerSpec::new(vec![0, 1], vec![ram(1, 512), ram(2, 4096)]),
+            WorkerSpec::new(vec![0, 1], vec![ram(1, 512), ram(2, 4096)])
+                .with_execution(ram_execution),
             WorkerSpec::new(vec![2], vec![file]),
-            WorkerSpec::new(vec![3], vec![Namespace::ram(&verified).unwrap()]),
+            WorkerSpec::new(vec![3], vec![Namespace::ram(&verified).unwrap()])
+                .with_execution(ram_execution),
         ];
         // (sqid, nsid, lba size, metadata size) of each target.
         let targets = [
@@ -919,9 +1046,15 @@ mod tests {
 
     #[test]
     fn other_commands_and_unknown_namespaces() {
+        for execution in Execution::ALL {
+            other_commands(execution);
+        }
+    }
+
+    fn other_commands(execution: Execution) {
         let namespace = Namespace::ram(&NamespaceConfig::new(3, 64, 512)).unwrap();
-        let mut workers =
-            Workers::spawn(vec![WorkerSpec::new(vec![0], vec![namespace])], 8).unwrap();
+        let spec = WorkerSpec::new(vec![0], vec![namespace]).with_execution(execution);
+        let mut workers = Workers::spawn(vec![spec], 8).unwrap();
         workers
             .submit(
                 0,
@@ -957,5 +1090,107 @@ mod tests {
         );
         // The read ran after the zeroing: one queue per worker, in order.
         assert_eq!(&completions[4].data[..], &[0; 512][..]);
+    }
+
+    /// A RAM store that records the threads it ran on, and says it never
+    /// blocks.
+    struct ThreadProbe {
+        inner: RamStore,
+        threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    }
+
+    impl BlockStore for ThreadProbe {
+        fn read(&mut self, lba: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<(), Status> {
+            self.threads
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+            self.inner.read(lba, data, metadata)
+        }
+
+        fn write(&mut self, lba: u64, data: &[u8], metadata: &[u8]) -> Result<(), Status> {
+            self.threads
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+            self.inner.write(lba, data, metadata)
+        }
+
+        fn write_zeroes(&mut self, lba: u64, nlb: u64) -> Result<(), Status> {
+            self.inner.write_zeroes(lba, nlb)
+        }
+
+        fn flush(&mut self) -> Result<(), Status> {
+            Ok(())
+        }
+
+        fn may_block(&self) -> bool {
+            false
+        }
+    }
+
+    /// An inline worker runs each request on the caller's thread, within
+    /// `submit`: the completion is there at once, in submission order;
+    /// the depth still bounds what is submitted and not yet polled.
+    #[test]
+    fn an_inline_worker_runs_within_submit() {
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let store = ThreadProbe {
+            inner: RamStore::new(format()),
+            threads: Arc::clone(&threads),
+        };
+        let namespace = Namespace::with_store(format(), store);
+        let mut workers =
+            Workers::spawn(vec![WorkerSpec::inline(vec![4], vec![namespace])], 2).unwrap();
+        workers.submit(4, write(7, 1)).unwrap();
+        let read = Request::read(8, 1, 1, 1, IoBuffer::zeroed(512), IoBuffer::new());
+        workers.submit(4, read).unwrap();
+        assert_eq!(
+            *threads.lock().unwrap(),
+            [std::thread::current().id(); 2],
+            "both ran on this thread, before submit returned"
+        );
+        let rejected = workers.submit(4, write(9, 2)).unwrap_err();
+        assert_eq!(rejected.reason, RejectReason::Busy);
+        assert_eq!(workers.in_flight_on(4), 2);
+
+        let first = workers.poll_completion().expect("the write");
+        assert_eq!((first.tag, first.sqid), (7, 4));
+        assert_eq!(first.status, Status::SUCCESS);
+        let second = workers.poll_completion().expect("the read");
+        assert_eq!(second.tag, 8);
+        assert_eq!(&second.data[..], &[7; 512][..], "it ran after the write");
+        assert!(workers.poll_completion().is_none());
+        assert_eq!(workers.in_flight(), 0);
+
+        workers.submit(4, rejected.request).unwrap();
+        assert_eq!(workers.poll_completion().map(|c| c.tag), Some(9));
+        let namespaces = workers.shutdown();
+        assert_eq!(namespaces.len(), 1, "the namespace comes back");
+        assert_eq!(namespaces[0].stats().writes, 2);
+    }
+
+    /// Inline is refused for a namespace that may block: a store that
+    /// does not say it never blocks, a file, RAM with a delay fault.
+    #[test]
+    fn inline_refuses_a_namespace_that_may_block() {
+        let (gated, _) = gated(Gate::opened());
+        let refused = Workers::spawn(vec![WorkerSpec::inline(vec![0], vec![gated])], 4);
+        assert_eq!(refused.unwrap_err().field(), Some("execution"));
+
+        let dir = TempDir::new("inline");
+        let config = NamespaceConfig::new(1, 64, 512);
+        let file = Namespace::file(&config, dir.path().join("ns"), FileOptions::default()).unwrap();
+        let mut slow = Namespace::ram(&config).unwrap();
+        slow.faults_mut()
+            .add(FaultRule::slow(0..1, Duration::from_millis(1)));
+        for namespace in [file, slow] {
+            let refused = Workers::spawn(vec![WorkerSpec::inline(vec![0], vec![namespace])], 4);
+            assert_eq!(refused.unwrap_err().field(), Some("execution"));
+        }
+
+        let mut failing = Namespace::ram(&config).unwrap();
+        failing.faults_mut().add(FaultRule::unreadable(0..1));
+        assert!(Workers::spawn(vec![WorkerSpec::inline(vec![0], vec![failing])], 4).is_ok());
     }
 }

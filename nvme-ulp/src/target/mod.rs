@@ -3,12 +3,15 @@
 //!
 //! Layer: NVMe ULP over `falcon-core`'s public ULP API (an
 //! [`Ulp<B, NvmeData>`](Ulp) the lcore loop drives), above the namespace
-//! workers. Owns the [`Workers`] (per-SQID threads that own the
+//! workers. Owns the [`Workers`] (per-SQID workers that own the
 //! namespaces), the tCMD table, the tCMD buffers and the transactions
-//! waiting for credits. Never blocks and never does I/O on the lcore:
+//! waiting for credits. Never blocks and never waits on I/O on the lcore:
 //! storage runs on the workers, whose completions are polled in the
-//! [`Ulp::submit`] hook; never allocates per packet: slots, buffers and
-//! queues are sized when the target is built.
+//! [`Ulp::submit`] hook; a worker runs on the lcore itself only when its
+//! [`WorkerSpec`] says [`Execution::Inline`](crate::namespace::Execution),
+//! which [`Workers`] allows only for namespaces that never block (RAM).
+//! Never allocates per packet: slots, buffers and queues are sized when
+//! the target is built.
 //!
 //! # Reassembly (ulp.md §3.9)
 //!
@@ -257,9 +260,9 @@ pub struct Target<S: BlockStore + 'static = Storage> {
 }
 
 impl<S: BlockStore + 'static> Target<S> {
-    /// A target whose workers serve `specs` (each worker's SQIDs and the
-    /// namespaces it owns); the namespaces' formats are recorded here
-    /// before they move to their threads.
+    /// A target whose workers serve `specs` (each worker's SQIDs, the
+    /// namespaces it owns and where it runs); the namespaces' formats are
+    /// recorded here before they move to their workers.
     ///
     /// # Errors
     ///

@@ -15,9 +15,21 @@ use crate::initiator::{Icmd, IcmdBuffers, InitiatorConfig, PiPolicy, RefuseReaso
 use crate::layout::Format;
 use crate::lba::LbaRow;
 use crate::namespace::pi::protect;
-use crate::namespace::{FaultRule, PrInfo, Protection};
+use crate::namespace::{Execution, FaultRule, PrInfo, Protection};
 use crate::status::Status;
 use crate::target::TargetConfig;
+
+storage_modes!(
+    a_busy_target_answers_rnr_and_recovers,
+    errors_come_back_as_status_and_the_connection_carries_on,
+    pi_is_verified_at_the_target,
+    inv_fails_the_write_and_leaves_the_blocks,
+    a_closed_connection_fails_outstanding_icmds,
+    a_fatal_connection_error_fails_outstanding_icmds,
+    queue_depth_is_respected,
+    late_packets_for_a_reused_slot_are_dropped,
+    a_malformed_request_is_nacked,
+);
 
 /// Writes `blocks` blocks at each of `slbas`, all at once, then reads
 /// them back all at once; every byte checked.
@@ -74,8 +86,7 @@ fn write_then_read_concurrently(pair: &mut Pair, slbas: &[u64], blocks: usize) {
 /// every command completes with the right bytes; the same with one
 /// buffer, and with a worker queue of one (single-nCMD commands, so that
 /// a tCMD waits only for its storage when the next one arrives).
-#[test]
-fn a_busy_target_answers_rnr_and_recovers() {
+fn a_busy_target_answers_rnr_and_recovers(storage: Execution) {
     let slbas: Vec<u64> = (0..8).map(|i| i * 64).collect();
     let cases = [
         (
@@ -113,6 +124,7 @@ fn a_busy_target_answers_rnr_and_recovers() {
             target,
             faults: lossy(1),
             seed: 3,
+            storage,
             ..Setup::default()
         });
         write_then_read_concurrently(&mut pair, &slbas, blocks);
@@ -136,10 +148,10 @@ fn a_busy_target_answers_rnr_and_recovers() {
 /// LBAs past the target namespace, an unknown target namespace and device
 /// errors come back as NVMe statuses; nothing is written, and later
 /// commands on the same connection succeed.
-#[test]
-fn errors_come_back_as_status_and_the_connection_carries_on() {
+fn errors_come_back_as_status_and_the_connection_carries_on(storage: Execution) {
     let mut pair = Pair::new(Setup {
         target_blocks: 4096,
+        storage,
         device_faults: vec![
             FaultRule::unreadable(1000..1008),
             FaultRule::unwritable(2000..2008).times(1),
@@ -188,8 +200,9 @@ fn errors_come_back_as_status_and_the_connection_carries_on() {
 
 /// The PI format of the PI tests: 512-byte blocks, 16 bytes of metadata,
 /// PI Type 1 in its last 8 bytes.
-fn pi_setup(verify_writes: bool) -> Setup {
+fn pi_setup(storage: Execution, verify_writes: bool) -> Setup {
     Setup {
+        storage,
         format: Format::ALL[2],
         protection: Protection::Verified,
         pi: PiPolicy::Checked {
@@ -223,9 +236,8 @@ fn protected(
 /// tags carried from the command, NVMe-0.9 §6.7): good PI is written and
 /// reads back; a corrupted guard or reference tag fails with the integrity
 /// status and writes nothing.
-#[test]
-fn pi_is_verified_at_the_target() {
-    let setup = pi_setup(false);
+fn pi_is_verified_at_the_target(storage: Execution) {
+    let setup = pi_setup(storage, false);
     let mut pair = Pair::new(setup.clone());
     let (data, metadata) = protected(&setup, 1, 64, 64, 32);
     assert!(pair.write(64, data.clone(), metadata.clone()).is_success());
@@ -253,9 +265,8 @@ fn pi_is_verified_at_the_target() {
 /// With the initiator checking PI itself, a bad nCMD goes out with INV:
 /// the target writes nothing, every completion from then on carries Data
 /// Transfer Error, and the iCMD fails with it.
-#[test]
-fn inv_fails_the_write_and_leaves_the_blocks() {
-    let setup = pi_setup(true);
+fn inv_fails_the_write_and_leaves_the_blocks(storage: Execution) {
+    let setup = pi_setup(storage, true);
     let mut pair = Pair::new(setup.clone());
     let (data, metadata) = protected(&setup, 1, 64, 64, 32);
     assert!(pair.write(64, data.clone(), metadata.clone()).is_success());
@@ -299,9 +310,11 @@ fn reads_in_flight(pair: &mut Pair, count: u64) {
 
 /// The control plane closes the connection under outstanding reads: every
 /// iCMD fails with Transient Transport Error, the target's tCMDs end.
-#[test]
-fn a_closed_connection_fails_outstanding_icmds() {
-    let mut pair = Pair::new(Setup::default());
+fn a_closed_connection_fails_outstanding_icmds(storage: Execution) {
+    let mut pair = Pair::new(Setup {
+        storage,
+        ..Setup::default()
+    });
     reads_in_flight(&mut pair, 4);
     let (ca, cb) = pair.connections;
     let now = pair.now();
@@ -319,9 +332,11 @@ fn a_closed_connection_fails_outstanding_icmds() {
 }
 
 /// A fatal connection error from the engine fails the iCMDs on it.
-#[test]
-fn a_fatal_connection_error_fails_outstanding_icmds() {
-    let mut pair = Pair::new(Setup::default());
+fn a_fatal_connection_error_fails_outstanding_icmds(storage: Execution) {
+    let mut pair = Pair::new(Setup {
+        storage,
+        ..Setup::default()
+    });
     reads_in_flight(&mut pair, 3);
     let fault = ConnectionFault::Delivery(ConnectionError::ResyncExhausted {
         window: Window::Data,
@@ -346,9 +361,9 @@ fn a_fatal_connection_error_fails_outstanding_icmds() {
 
 /// The queue depth bounds the outstanding iCMDs; one more is refused with
 /// the command handed back, and taken once a slot is free.
-#[test]
-fn queue_depth_is_respected() {
+fn queue_depth_is_respected(storage: Execution) {
     let mut pair = Pair::new(Setup {
+        storage,
         initiator: InitiatorConfig {
             queue_depth: 4,
             ..Setup::default().initiator
@@ -387,9 +402,9 @@ fn queue_depth_is_respected() {
 /// Write Data Requests name a slot whose generation moved on and are
 /// dropped and counted (a late pull is answered INV, so nothing is
 /// written); with a longer timeout the next commands succeed.
-#[test]
-fn late_packets_for_a_reused_slot_are_dropped() {
+fn late_packets_for_a_reused_slot_are_dropped(storage: Execution) {
     let mut pair = Pair::new(Setup {
+        storage,
         one_way_delay: Duration::from_micros(20),
         initiator: InitiatorConfig {
             queue_depth: 2,
@@ -424,9 +439,11 @@ fn late_packets_for_a_reused_slot_are_dropped() {
 
 /// A push that is not an NVMe request is NACKed complete-in-error and
 /// counted; the target carries on.
-#[test]
-fn a_malformed_request_is_nacked() {
-    let mut pair = Pair::new(Setup::default());
+fn a_malformed_request_is_nacked(storage: Execution) {
+    let mut pair = Pair::new(Setup {
+        storage,
+        ..Setup::default()
+    });
     let now = pair.now();
     let header = UlpHeader::new(&[0x7F; 32]).expect("32 bytes");
     // A tag the initiator does not take for one of its nCMDs.

@@ -14,7 +14,7 @@ use super::{lossy, pattern, Oracle, Pair, Setup, NSID};
 use crate::data::HostBuffers;
 use crate::initiator::{Icmd, IcmdBuffers};
 use crate::layout::{Format, NCMD_DATA_LEN};
-use crate::namespace::{BlockStore, Namespace, RamStore, WorkerSpec};
+use crate::namespace::{BlockStore, Execution, Namespace, RamStore, WorkerSpec};
 use crate::split::MAX_ICMD_LEN;
 use crate::status::Status;
 use crate::target::Target;
@@ -116,13 +116,14 @@ fn random_io(setup: Setup, commands: usize, max_len: usize) -> Pair {
     pair
 }
 
-fn every_format(faults: Faults, seed: u64) {
+fn every_format(storage: Execution, faults: Faults, seed: u64) {
     for (index, format) in Format::ALL.into_iter().enumerate() {
         let pair = random_io(
             Setup {
                 format,
                 faults,
                 seed: seed + index as u64,
+                storage,
                 ..Setup::default()
             },
             16,
@@ -143,24 +144,29 @@ fn every_format(faults: Faults, seed: u64) {
     }
 }
 
-#[test]
-fn every_format_lossless() {
-    every_format(Faults::default(), 100);
+storage_modes!(
+    every_format_lossless,
+    every_format_under_loss_and_reordering,
+    loss_is_recovered_by_falcon,
+    split_commands_become_two_tcmds,
+);
+
+fn every_format_lossless(storage: Execution) {
+    every_format(storage, Faults::default(), 100);
 }
 
-#[test]
-fn every_format_under_loss_and_reordering() {
-    every_format(lossy(1), 200);
+fn every_format_under_loss_and_reordering(storage: Execution) {
+    every_format(storage, lossy(1), 200);
 }
 
 /// Loss and reordering really happened, and Falcon recovered from them
 /// under the NVMe traffic.
-#[test]
-fn loss_is_recovered_by_falcon() {
+fn loss_is_recovered_by_falcon(storage: Execution) {
     let pair = random_io(
         Setup {
             faults: lossy(1),
             seed: 7,
+            storage,
             ..Setup::default()
         },
         24,
@@ -177,8 +183,7 @@ fn loss_is_recovered_by_falcon() {
 /// cross a stripe boundary become two tCMDs (the S bit, NG 0 and 1), each
 /// on its own namespace and worker; the oracle still holds. Commands are
 /// at most a stripe (the MDTS NVMe-0.9 §6.6.3 assumes).
-#[test]
-fn split_commands_become_two_tcmds() {
+fn split_commands_become_two_tcmds(storage: Execution) {
     for (format, seed) in [(Format::ALL[1], 31), (Format::ALL[5], 32)] {
         let pair = random_io(
             Setup {
@@ -186,6 +191,7 @@ fn split_commands_become_two_tcmds() {
                 striped: true,
                 faults: lossy(1),
                 seed,
+                storage,
                 ..Setup::default()
             },
             20,
@@ -204,7 +210,8 @@ fn split_commands_become_two_tcmds() {
 /// A 64 KiB write (16 nCMDs): the target completes 15 nCMDs as their
 /// data arrives, and the initiator has those 15 completions while the
 /// device has not written the tCMD yet (its write waits at a gate); the
-/// 16th comes after the write, and only then does the iCMD complete.
+/// 16th comes after the write, and only then does the iCMD complete. A
+/// device that waits runs on a worker thread only.
 #[test]
 fn early_write_completions_come_before_the_device_writes() {
     let setup = Setup::default();

@@ -1,7 +1,9 @@
 //! End-to-end tests of the initiator and the target: two engines over the
 //! in-process loopback with seeded faults, PSP on, unordered connection,
 //! each driven by its lcore loop in virtual time; RAM namespaces on the
-//! target's workers.
+//! target's workers. Every test of the target's storage path runs twice
+//! ([`storage_modes!`]): the namespaces on worker threads, and inline on
+//! the target's lcore.
 //!
 //! Layer: tests. [`Pair`] is the harness: it turns both loops, waits for
 //! the storage workers after each turn (storage takes no virtual time, so
@@ -9,6 +11,25 @@
 //! when both sides are idle. [`Oracle`] is the expected content of the
 //! initiator namespace, updated by each successful write and compared with
 //! each read.
+
+/// Runs each named test function, which takes the target's storage
+/// [`Execution`](crate::namespace::Execution), as two tests: `thread` (the
+/// RAM namespaces on worker threads) and `inline` (on the target's lcore).
+macro_rules! storage_modes {
+    ($($test:ident),* $(,)?) => {$(
+        mod $test {
+            #[test]
+            fn thread() {
+                super::$test(crate::namespace::Execution::Thread);
+            }
+
+            #[test]
+            fn inline() {
+                super::$test(crate::namespace::Execution::Inline);
+            }
+        }
+    )*};
+}
 
 mod commands;
 mod errors;
@@ -34,7 +55,7 @@ use crate::initiator::{
 use crate::layout::{Format, LbaSize, MetadataSize};
 use crate::lba::{self, LbaRow, TranslationTables};
 use crate::namespace::{
-    BlockStore, FaultRule, Namespace, NamespaceConfig, Protection, Storage, WorkerSpec,
+    BlockStore, Execution, FaultRule, Namespace, NamespaceConfig, Protection, Storage, WorkerSpec,
 };
 use crate::status::Status;
 use crate::target::{Target, TargetConfig};
@@ -75,6 +96,8 @@ pub(crate) struct Setup {
     /// Injected device faults, on target namespace 1.
     pub(crate) device_faults: Vec<FaultRule>,
     pub(crate) one_way_delay: Duration,
+    /// Where the target's namespaces run.
+    pub(crate) storage: Execution,
 }
 
 impl Default for Setup {
@@ -102,6 +125,7 @@ impl Default for Setup {
             },
             device_faults: Vec::new(),
             one_way_delay: Duration::from_micros(2),
+            storage: Execution::Thread,
         }
     }
 }
@@ -348,7 +372,8 @@ pub(crate) fn namespace_config(setup: &Setup, nsid: u16) -> NamespaceConfig {
     .with_metadata(setup.format.metadata.bytes() as u32, setup.protection)
 }
 
-/// The target of `setup`: one RAM namespace per worker.
+/// The target of `setup`: one RAM namespace per worker, run as
+/// `setup.storage` says.
 fn target(setup: &Setup) -> Target {
     let namespaces = if setup.striped { 2 } else { 1 };
     let specs = (0..namespaces)
@@ -360,7 +385,7 @@ fn target(setup: &Setup) -> Target {
                     namespace.faults_mut().add(rule.clone());
                 }
             }
-            WorkerSpec::new(vec![index as u8], vec![namespace])
+            WorkerSpec::new(vec![index as u8], vec![namespace]).with_execution(setup.storage)
         })
         .collect();
     Target::new(setup.target, specs).expect("target")

@@ -315,6 +315,7 @@ fn pair_config(args: &NvmePerfArgs) -> Result<PairConfig> {
         loss_ppm: (args.loss * 10_000.0).round() as u32,
         seed: args.seed,
         icmd_timeout: ICMD_TIMEOUT,
+        ..PairConfig::default()
     })
 }
 

@@ -6,11 +6,18 @@
 //! requests it advertised it can serve. `submit` returns at once; the
 //! backend answers later through the [`Completion`] handle, from any
 //! thread and in any order (the NVMe-over-Falcon initiator completes on
-//! its own lcore). A backend must never block the caller of `submit` on
-//! I/O, and never panic on a request.
+//! its own lcore). Completing sends the reply from the completing thread
+//! without blocking it ([`super::outbox`]); a backend that completes many
+//! requests in one pass sends them together with
+//! [`Completion::complete_into`] a [`ReplyBatch`]. A backend must never
+//! block the caller of `submit` on I/O, and never panic on a request.
 
+#[cfg(test)]
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
+use super::outbox::Outbox;
+pub use super::outbox::ReplyBatch;
 use super::proto::{errno, tx_flag, MAX_PAYLOAD};
 
 /// The export's size, block sizes and what the backend can do; the
@@ -213,7 +220,7 @@ pub trait Backend: Send + Sync {
     fn submit(&self, request: Request, completion: Completion);
 }
 
-/// A reply on its way to a connection's writer.
+/// A reply on its way to a connection's socket.
 #[derive(Debug)]
 pub(crate) struct Reply {
     pub cookie: u64,
@@ -227,32 +234,66 @@ pub(crate) struct Reply {
 }
 
 /// The handle a backend answers a request through. Consumed by
-/// [`complete`](Self::complete); dropped without it, the request fails
-/// with `NBD_EIO` (so a client never waits forever on a lost request).
+/// [`complete`](Self::complete) or [`complete_into`](Self::complete_into);
+/// dropped without either, the request fails with `NBD_EIO` (so a client
+/// never waits forever on a lost request).
 #[derive(Debug)]
 pub struct Completion {
     cookie: u64,
     kind: Kind,
     length: u32,
-    queue: Option<Sender<Reply>>,
+    sink: Option<Sink>,
+}
+
+/// Where a completion's reply goes.
+#[derive(Debug)]
+enum Sink {
+    Outbox(Arc<Outbox>),
+    /// A backend's unit tests read the replies from a channel.
+    #[cfg(test)]
+    Channel(Sender<Reply>),
 }
 
 impl Completion {
-    pub(crate) fn new(cookie: u64, kind: Kind, length: u32, queue: Sender<Reply>) -> Self {
+    pub(crate) fn new(cookie: u64, kind: Kind, length: u32, outbox: &Arc<Outbox>) -> Self {
+        outbox.expect_reply();
         Completion {
             cookie,
             kind,
             length,
-            queue: Some(queue),
+            sink: Some(Sink::Outbox(Arc::clone(outbox))),
         }
     }
 
-    /// Ends the request: `Ok(data)` with a read's `length` bytes (empty
-    /// for every other operation), or the error. A read whose data is not
-    /// `length` bytes long is answered `NBD_EIO`: a simple reply cannot
-    /// carry a short read.
+    /// A completion whose reply goes to `queue`.
+    #[cfg(test)]
+    pub(crate) fn channel(cookie: u64, kind: Kind, length: u32, queue: Sender<Reply>) -> Self {
+        Completion {
+            cookie,
+            kind,
+            length,
+            sink: Some(Sink::Channel(queue)),
+        }
+    }
+
+    /// Ends the request and sends its reply: `Ok(data)` with a read's
+    /// `length` bytes (empty for every other operation), or the error. A
+    /// read whose data is not `length` bytes long is answered `NBD_EIO`: a
+    /// simple reply cannot carry a short read.
     pub fn complete(mut self, result: Result<Vec<u8>, BackendError>) {
-        let (error, data) = match result {
+        let (error, data) = self.answer(result);
+        self.send(error, data, None);
+    }
+
+    /// Ends the request as [`complete`](Self::complete) does, its reply
+    /// sent with the rest of `batch`.
+    pub fn complete_into(mut self, batch: &mut ReplyBatch, result: Result<Vec<u8>, BackendError>) {
+        let (error, data) = self.answer(result);
+        self.send(error, data, Some(batch));
+    }
+
+    fn answer(&self, result: Result<Vec<u8>, BackendError>) -> (u32, Vec<u8>) {
+        match result {
             Ok(data) if self.kind == Kind::Read && data.len() != self.length as usize => {
                 tracing::error!(
                     cookie = self.cookie,
@@ -265,8 +306,7 @@ impl Completion {
             Ok(data) if self.kind == Kind::Read => (0, data),
             Ok(_) => (0, Vec::new()),
             Err(e) => (e.errno(), Vec::new()),
-        };
-        self.send(error, data);
+        }
     }
 
     /// The request's cookie (for a backend's own logs).
@@ -274,29 +314,43 @@ impl Completion {
         self.cookie
     }
 
-    fn send(&mut self, error: u32, data: Vec<u8>) {
-        if let Some(queue) = self.queue.take() {
-            // The writer has gone only when the connection broke: the
-            // reply has nowhere to go.
-            let _ = queue.send(Reply {
-                cookie: self.cookie,
-                kind: self.kind,
-                length: self.length,
-                error,
-                data,
-            });
+    fn send(&mut self, error: u32, data: Vec<u8>, batch: Option<&mut ReplyBatch>) {
+        let Some(sink) = self.sink.take() else {
+            return;
+        };
+        let reply = Reply {
+            cookie: self.cookie,
+            kind: self.kind,
+            length: self.length,
+            error,
+            data,
+        };
+        match sink {
+            Sink::Outbox(outbox) => {
+                outbox.queue_completed(&reply);
+                match batch {
+                    Some(batch) => batch.add(&outbox),
+                    None => outbox.flush(),
+                }
+            }
+            // The receiver has gone only when the test has: the reply has
+            // nowhere to go.
+            #[cfg(test)]
+            Sink::Channel(queue) => {
+                let _ = queue.send(reply);
+            }
         }
     }
 }
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        if self.queue.is_some() {
+        if self.sink.is_some() {
             tracing::error!(
                 cookie = self.cookie,
                 "backend dropped a request without completing it; answering EIO"
             );
-            self.send(errno::EIO, Vec::new());
+            self.send(errno::EIO, Vec::new(), None);
         }
     }
 }
@@ -350,10 +404,10 @@ mod tests {
     #[test]
     fn dropped_completion_answers_eio_once() {
         let (tx, rx) = channel();
-        drop(Completion::new(9, Kind::Write, 512, tx.clone()));
+        drop(Completion::channel(9, Kind::Write, 512, tx.clone()));
         let reply = rx.recv().unwrap();
         assert_eq!((reply.cookie, reply.error), (9, errno::EIO));
-        Completion::new(10, Kind::Flush, 0, tx).complete(Ok(Vec::new()));
+        Completion::channel(10, Kind::Flush, 0, tx).complete(Ok(Vec::new()));
         let reply = rx.recv().unwrap();
         assert_eq!((reply.cookie, reply.error), (10, 0));
         assert!(rx.recv().is_err(), "exactly one reply each");
@@ -362,7 +416,7 @@ mod tests {
     #[test]
     fn short_read_answers_eio() {
         let (tx, rx) = channel();
-        Completion::new(1, Kind::Read, 4096, tx).complete(Ok(vec![0; 512]));
+        Completion::channel(1, Kind::Read, 4096, tx).complete(Ok(vec![0; 512]));
         let reply = rx.recv().unwrap();
         assert_eq!(reply.error, errno::EIO);
         assert!(reply.data.is_empty());

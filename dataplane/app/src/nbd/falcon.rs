@@ -5,7 +5,8 @@
 //! Layer: backend. The pair lives on its own thread, the lcore thread,
 //! which turns both loops and owns the initiator: [`Backend::submit`]
 //! (called on the connections' reader threads) only passes the request
-//! over a channel, and the lcore thread completes it when its iCMD does.
+//! over a channel, and the lcore thread completes it when its iCMD does,
+//! sending the replies of one pass of its loop together ([`ReplyBatch`]).
 //!
 //! The mapping (NVMe-0.9 §6, ulp.md §3.1: NVMe over Falcon maps only Read
 //! and Write):
@@ -42,7 +43,7 @@ use nvme_ulp::Status;
 use serde::Serialize;
 
 use super::backend::{
-    Backend, BackendError, BlockSize, Capabilities, Completion, Geometry, Op, Request,
+    Backend, BackendError, BlockSize, Capabilities, Completion, Geometry, Op, ReplyBatch, Request,
 };
 use crate::cmd::nvme_perf::{errors_by_status, FalconFigures};
 use crate::nvme::{NvmePair, PairConfig, NSID};
@@ -236,6 +237,9 @@ struct Lcore {
     statuses: StatusCounts,
     figures: GatewayFigures,
     read_buffers: Vec<HostBuffers>,
+    /// Replies completed in this pass of the loop, sent at its end: one
+    /// send per connection per pass.
+    replies: ReplyBatch,
 }
 
 impl Lcore {
@@ -252,6 +256,7 @@ impl Lcore {
             statuses: StatusCounts::default(),
             figures: GatewayFigures::default(),
             read_buffers: Vec::new(),
+            replies: ReplyBatch::default(),
         }
     }
 
@@ -270,6 +275,7 @@ impl Lcore {
             self.start_backlog();
             let busy = self.pair.turn();
             self.complete();
+            self.replies.flush();
             let idle = self.pair.outstanding() == 0 && self.backlog.is_empty();
             if (closed || stop.load(Ordering::Relaxed)) && idle {
                 break;
@@ -311,7 +317,8 @@ impl Lcore {
             }
             Op::Trim { .. } | Op::WriteZeroes { .. } => {
                 self.figures.unsupported += 1;
-                job.completion.complete(Err(BackendError::InvalidArgument));
+                job.completion
+                    .complete_into(&mut self.replies, Err(BackendError::InvalidArgument));
             }
             Op::Write { .. } => {
                 self.writes.insert(self.next_write);
@@ -354,7 +361,7 @@ impl Lcore {
                 }
                 // Accepted requests are reads and writes only.
                 Op::Flush | Op::Trim { .. } | Op::WriteZeroes { .. } => {
-                    completion.complete(Err(BackendError::InvalidArgument));
+                    completion.complete_into(&mut self.replies, Err(BackendError::InvalidArgument));
                     continue;
                 }
             };
@@ -396,7 +403,7 @@ impl Lcore {
     /// Answers a request whose iCMD could not be sent: `NBD_EIO`.
     fn fail(&mut self, write: Option<u64>, completion: Completion) {
         self.figures.icmd_errors += 1;
-        completion.complete(Err(BackendError::Io));
+        completion.complete_into(&mut self.replies, Err(BackendError::Io));
         if let Some(number) = write {
             self.writes.remove(&number);
             self.complete_flushes();
@@ -420,11 +427,15 @@ impl Lcore {
             }
             match done.buffers {
                 IcmdBuffers::Read(buffers) if ok => {
-                    in_flight.completion.complete(Ok(buffers.data));
+                    in_flight
+                        .completion
+                        .complete_into(&mut self.replies, Ok(buffers.data));
                 }
                 IcmdBuffers::Read(buffers) => {
                     self.read_buffers.push(buffers);
-                    in_flight.completion.complete(Err(BackendError::Io));
+                    in_flight
+                        .completion
+                        .complete_into(&mut self.replies, Err(BackendError::Io));
                 }
                 IcmdBuffers::Write(_) => {
                     let result = if ok {
@@ -432,7 +443,9 @@ impl Lcore {
                     } else {
                         Err(BackendError::Io)
                     };
-                    in_flight.completion.complete(result);
+                    in_flight
+                        .completion
+                        .complete_into(&mut self.replies, result);
                 }
             }
             if let Some(number) = in_flight.write {
@@ -451,7 +464,7 @@ impl Lcore {
             .is_some_and(|&(next, _)| next <= oldest)
         {
             if let Some((_, completion)) = self.flushes.pop_front() {
-                completion.complete(Ok(Vec::new()));
+                completion.complete_into(&mut self.replies, Ok(Vec::new()));
             }
         }
     }
@@ -474,7 +487,7 @@ mod tests {
         let kind = op.kind();
         backend.submit(
             Request { op, offset, length },
-            Completion::new(offset, kind, length, tx),
+            Completion::channel(offset, kind, length, tx),
         );
         rx
     }

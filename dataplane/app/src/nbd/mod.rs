@@ -5,7 +5,7 @@
 //! Layer: application, above a storage [`backend::Backend`]. Owns the NBD
 //! protocol (NetworkBlockDevice `doc/proto.md`): the fixed newstyle
 //! handshake ([`handshake`]), the transmission phase with requests in
-//! flight and replies in completion order ([`transmission`]), the wire
+//! flight and replies in completion order ([`transmission`], [`outbox`]), the wire
 //! format ([`proto`]), the listeners and clean shutdown ([`server`]), the
 //! counters ([`stats`]), and the RAM backend ([`ram`]). It never trusts a
 //! client: every length is checked before use, a request it can answer
@@ -19,6 +19,7 @@
 pub mod backend;
 pub mod falcon;
 pub mod handshake;
+pub mod outbox;
 pub mod proto;
 pub mod ram;
 pub mod server;

@@ -201,7 +201,7 @@ mod tests {
         let kind = op.kind();
         ram.submit(
             Request { op, offset, length },
-            Completion::new(0, kind, length, tx),
+            Completion::channel(0, kind, length, tx),
         );
         let reply = rx.recv().unwrap();
         (reply.error, reply.data)

@@ -1,14 +1,16 @@
-//! The NBD transmission phase: one connection's reader and writer.
+//! The NBD transmission phase: one connection's reader and its replies.
 //!
 //! Layer: gateway protocol. The reader (the connection's thread) parses
 //! each request, checks it against the export's [`Geometry`] and hands it
 //! to the [`Backend`] without waiting for the one before; completions,
-//! from the backend on any thread, reach the writer through a queue, and
-//! the writer sends each simple reply with the request's cookie as it
-//! arrives, so replies go out in completion order (proto.md "Ordering of
-//! messages and writes" allows any order). A window bounds the requests
-//! and payload bytes in flight per connection, so a client that does not
-//! read its replies cannot grow the server's memory without end.
+//! from the backend on any thread, go into the connection's [`Outbox`],
+//! which sends each simple reply with the request's cookie from the
+//! completing thread (a writer thread beside the reader only finishes
+//! sends the socket could not take at once), so replies go out in
+//! completion order (proto.md "Ordering of messages and writes" allows
+//! any order). A window bounds the requests and payload bytes in flight
+//! per connection, so a client that does not read its replies cannot grow
+//! the server's memory without end.
 //!
 //! Never panics on client input. A request the protocol lets the server
 //! answer with an error is answered (`NBD_EINVAL`, `NBD_ENOSPC`,
@@ -16,25 +18,17 @@
 //! write payload above 32 MiB, a truncated request) ends the connection
 //! with a named [`CloseReason`].
 
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufReader, Read};
 use std::net::Shutdown;
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
+
+pub use super::outbox::{MAX_INFLIGHT_BYTES, MAX_INFLIGHT_REQUESTS};
 
 use super::backend::{Backend, Completion, Geometry, Kind, Op, Reply, Request};
-use super::proto::{cmd, cmd_flag, errno, RequestRepr, SimpleReplyRepr, MAX_PAYLOAD, REQUEST_LEN};
+use super::outbox::{cost, Outbox};
+use super::proto::{cmd, cmd_flag, errno, RequestRepr, MAX_PAYLOAD, REQUEST_LEN};
 use super::stats::{CloseReason, Stats};
 use super::stream::Stream;
-
-/// Requests in flight per connection at most (fio's iodepth 32, nbdcopy's
-/// 64 per connection, with room to spare).
-pub const MAX_INFLIGHT_REQUESTS: usize = 512;
-/// Read and write payload bytes in flight per connection at most (one
-/// request is always let through, whatever its size).
-pub const MAX_INFLIGHT_BYTES: u64 = 128 << 20;
-/// The reader's and the writer's buffer: many 4 KiB requests and replies
-/// per system call.
-const BUFFER: usize = 256 << 10;
 
 /// How the transmission phase ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,31 +54,29 @@ pub fn serve(
     geometry: Geometry,
     stats: &Arc<Stats>,
 ) -> End {
-    let window = Arc::new(Window::default());
-    let (queue, replies) = channel::<Reply>();
     let control = match writer.try_clone() {
         Ok(s) => s,
         Err(e) => return End::Broken(format!("cannot clone the socket: {e}")),
     };
+    let outbox = Arc::new(Outbox::new(writer, Arc::clone(stats)));
     let writer_thread = {
-        let window = Arc::clone(&window);
-        let stats = Arc::clone(stats);
+        let outbox = Arc::clone(&outbox);
         std::thread::Builder::new()
             .name("nbd-writer".into())
-            .spawn(move || write_replies(replies, writer, &window, &stats))
+            .spawn(move || outbox.run_writer())
     };
     let writer_thread = match writer_thread {
         Ok(t) => t,
         Err(e) => return End::Broken(format!("cannot start the writer thread: {e}")),
     };
-    let end = read_requests(&mut reader, &queue, backend, geometry, &window);
+    let end = read_requests(&mut reader, &outbox, backend, geometry);
     if let End::Closed(..) = end {
         // A hard disconnect: replies still queued are not sent.
         control.shutdown(Shutdown::Both);
     }
     // The writer ends once every reply queued and every completion still
-    // held by the backend has been through it.
-    drop(queue);
+    // held by the backend has been sent.
+    outbox.reader_done();
     match writer_thread.join() {
         Ok(Ok(())) => end,
         Ok(Err(e)) if matches!(end, End::Eof | End::Disconnect) => {
@@ -95,16 +87,28 @@ pub fn serve(
     }
 }
 
-/// The reader: parse, check, submit, until the connection ends.
+/// The reader: parse, check, submit, until the connection ends. Replies
+/// completed while it works through requests already in its buffer are
+/// held in the outbox and sent together before it next waits (on the
+/// socket or on the window).
 fn read_requests(
     reader: &mut BufReader<Stream>,
-    queue: &Sender<Reply>,
+    outbox: &Arc<Outbox>,
     backend: &Arc<dyn Backend>,
     geometry: Geometry,
-    window: &Window,
 ) -> End {
+    let mut corked = false;
+    let uncork = |corked: &mut bool| {
+        if *corked {
+            outbox.uncork();
+            *corked = false;
+        }
+    };
     loop {
         let mut header = [0u8; REQUEST_LEN];
+        if reader.buffer().len() < REQUEST_LEN {
+            uncork(&mut corked);
+        }
         match reader.fill_buf() {
             Ok([]) => return End::Eof,
             Ok(_) => {}
@@ -112,6 +116,10 @@ fn read_requests(
         }
         if let Err(e) = reader.read_exact(&mut header) {
             return truncated(e, "request header");
+        }
+        if !corked {
+            outbox.cork();
+            corked = true;
         }
         let request = match super::proto::Request::new_checked(&header[..])
             .and_then(|view| RequestRepr::parse(&view))
@@ -137,12 +145,20 @@ fn read_requests(
             Err(_) if request.kind == cmd::WRITE => (Kind::Refused, request.length),
             Err(_) => (Kind::Refused, 0),
         };
-        if !window.acquire(cost(kind, length)) {
-            // The writer failed: nobody reads the replies any more.
-            return End::Broken("the writer stopped".into());
+        let window = outbox.window();
+        if !window.try_acquire(cost(kind, length)) {
+            // Room comes back only as replies are sent.
+            uncork(&mut corked);
+            if !window.acquire(cost(kind, length)) {
+                // The socket failed: nobody reads the replies any more.
+                return End::Broken("the writer stopped".into());
+            }
         }
         let payload = if request.kind == cmd::WRITE {
             let mut data = vec![0u8; request.length as usize];
+            if reader.buffer().len() < data.len() {
+                uncork(&mut corked);
+            }
             if let Err(e) = reader.read_exact(&mut data) {
                 window.release(cost(kind, length));
                 return truncated(e, "write payload");
@@ -154,7 +170,7 @@ fn read_requests(
         let checked = match verdict {
             Ok(c) => c,
             Err(error) => {
-                let _ = queue.send(Reply {
+                outbox.queue(&Reply {
                     cookie: request.cookie,
                     kind: Kind::Refused,
                     length,
@@ -167,7 +183,7 @@ fn read_requests(
         // proto.md leaves zero-length requests to the server: answered
         // here, so no backend sees one.
         if request.length == 0 && kind != Kind::Flush {
-            let _ = queue.send(Reply {
+            outbox.queue(&Reply {
                 cookie: request.cookie,
                 kind,
                 length: 0,
@@ -181,7 +197,7 @@ fn read_requests(
             Checked::Flush => (0, 0),
             _ => (request.offset, request.length),
         };
-        let completion = Completion::new(request.cookie, kind, length, queue.clone());
+        let completion = Completion::new(request.cookie, kind, length, outbox);
         let op = checked.into_op(payload);
         backend.submit(Request { op, offset, length }, completion);
     }
@@ -291,115 +307,6 @@ pub fn check(request: &RequestRepr, g: &Geometry) -> Result<Checked, u32> {
         });
     }
     Ok(checked)
-}
-
-/// A reply's weight in the window: the request, and its payload bytes.
-fn cost(kind: Kind, length: u32) -> (usize, u64) {
-    match kind {
-        Kind::Read | Kind::Write | Kind::Refused => (1, u64::from(length)),
-        _ => (1, 0),
-    }
-}
-
-/// Requests and payload bytes in flight on one connection.
-#[derive(Debug, Default)]
-struct Window {
-    state: Mutex<WindowState>,
-    freed: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct WindowState {
-    requests: usize,
-    bytes: u64,
-    /// The writer failed: nothing is released any more.
-    closed: bool,
-}
-
-impl Window {
-    fn lock(&self) -> MutexGuard<'_, WindowState> {
-        // Only counters live under the lock; they stay consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Waits for room; false once the writer has failed.
-    fn acquire(&self, (requests, bytes): (usize, u64)) -> bool {
-        let mut s = self.lock();
-        loop {
-            if s.closed {
-                return false;
-            }
-            let fits = s.requests + requests <= MAX_INFLIGHT_REQUESTS
-                && (s.bytes + bytes <= MAX_INFLIGHT_BYTES || s.requests == 0);
-            if fits {
-                s.requests += requests;
-                s.bytes += bytes;
-                return true;
-            }
-            s = self.freed.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn release(&self, (requests, bytes): (usize, u64)) {
-        let mut s = self.lock();
-        s.requests = s.requests.saturating_sub(requests);
-        s.bytes = s.bytes.saturating_sub(bytes);
-        drop(s);
-        self.freed.notify_one();
-    }
-
-    fn close(&self) {
-        self.lock().closed = true;
-        self.freed.notify_all();
-    }
-}
-
-/// The writer: each reply as it arrives, flushed when the queue runs
-/// empty (one system call for a burst of completions).
-fn write_replies(
-    replies: Receiver<Reply>,
-    stream: Stream,
-    window: &Window,
-    stats: &Stats,
-) -> io::Result<()> {
-    let control = stream.try_clone();
-    let mut out = BufWriter::with_capacity(BUFFER, stream);
-    let result = (|| -> io::Result<()> {
-        while let Ok(first) = replies.recv() {
-            let mut next = Some(first);
-            while let Some(reply) = next {
-                put(&mut out, &reply)?;
-                stats.record(&reply);
-                window.release(cost(reply.kind, reply.length));
-                next = replies.try_recv().ok();
-            }
-            out.flush()?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        // The client can no longer be answered: stop the reader, and let
-        // the completions still to come drain without a socket.
-        window.close();
-        if let Ok(c) = control {
-            c.shutdown(Shutdown::Both);
-        }
-        for _ in replies.iter() {}
-    }
-    result
-}
-
-fn put<W: Write>(out: &mut W, reply: &Reply) -> io::Result<()> {
-    let header = SimpleReplyRepr {
-        error: reply.error,
-        cookie: reply.cookie,
-    };
-    out.write_all(&header.emit())?;
-    // proto.md "Simple reply message": data only for a successful read.
-    if reply.kind == Kind::Read && reply.error == 0 {
-        out.write_all(&reply.data)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@
 //! (NVMe-0.9 §7, ulp.md §3.1: NVMe completes commands in any order), over
 //! the in-process loopback with optional seeded loss and reordering
 //! ([`FaultInjector`]); each engine on an [`Lcore`] timed by the real clock
-//! ([`SystemClock`]); the target's namespace in RAM on a storage worker
-//! thread. One thread turns both loops ([`NvmePair::turn`]), as
-//! `falcon demo` does; it owns the pair: commands submit iCMDs and poll
+//! ([`SystemClock`]); the target's namespace in RAM, its I/O run inline on
+//! the target's lcore (a RAM copy never blocks, and a worker thread would
+//! add two hand-offs to each command) unless [`PairConfig::storage`] asks
+//! for a worker thread. One thread turns both loops ([`NvmePair::turn`]),
+//! as `falcon demo` does; it owns the pair: commands submit iCMDs and poll
 //! completions between turns.
 //!
 //! [`NvmeDevice`] is what a command needs of an initiator, whichever the
@@ -33,7 +35,7 @@ use nvme_ulp::initiator::{
 };
 use nvme_ulp::layout::{Format, LbaSize, MetadataSize};
 use nvme_ulp::lba::{self, LbaRow, TranslationTables};
-use nvme_ulp::namespace::{Namespace, NamespaceConfig, Protection, WorkerSpec};
+use nvme_ulp::namespace::{Execution, Namespace, NamespaceConfig, Protection, WorkerSpec};
 use nvme_ulp::target::{Target, TargetConfig, TargetStats};
 
 use crate::democfg::build::setup;
@@ -63,6 +65,8 @@ pub struct PairConfig {
     pub loss_ppm: u32,
     pub seed: u64,
     pub icmd_timeout: Duration,
+    /// Where the target runs the RAM namespace's I/O.
+    pub storage: Execution,
 }
 
 impl Default for PairConfig {
@@ -77,6 +81,7 @@ impl Default for PairConfig {
             loss_ppm: 0,
             seed: 1,
             icmd_timeout: Duration::from_secs(30),
+            storage: Execution::Inline,
         }
     }
 }
@@ -361,17 +366,21 @@ impl NvmePair {
         let namespace = NamespaceConfig::new(1, blocks, block as u32)
             .with_metadata(config.format.metadata.bytes() as u32, Protection::Off);
         let namespace = Namespace::ram(&namespace).map_err(|e| failed("namespace", &e))?;
+        let tcmd_slots = config.queue_depth.max(32) * 2;
         let target_config = TargetConfig {
-            tcmd_slots: config.queue_depth.max(32) * 2,
+            tcmd_slots,
             buffers: config.queue_depth.clamp(16, 256),
             vendor_commands: true,
+            // Inline, a tCMD's I/O is done when it starts and polled on the
+            // next turn: a depth of every slot never refuses one for it.
+            worker_queue_depth: match config.storage {
+                Execution::Inline => tcmd_slots,
+                Execution::Thread => TargetConfig::default().worker_queue_depth,
+            },
             ..TargetConfig::default()
         };
-        let target = Target::new(
-            target_config,
-            vec![WorkerSpec::new(vec![0], vec![namespace])],
-        )
-        .map_err(|e| failed("target", &e))?;
+        let spec = WorkerSpec::new(vec![0], vec![namespace]).with_execution(config.storage);
+        let target = Target::new(target_config, vec![spec]).map_err(|e| failed("target", &e))?;
         Ok(NvmePair {
             a,
             b,
@@ -425,7 +434,8 @@ impl NvmePair {
         !a.is_idle() || !b.is_idle()
     }
 
-    /// Requests on the target's storage worker.
+    /// Requests on the target's storage worker (inline: done, and not yet
+    /// polled by the target's next turn).
     pub fn storage_busy(&self) -> bool {
         self.target.io_in_flight() > 0
     }
@@ -480,11 +490,19 @@ mod tests {
     }
 
     /// What is written is read back, across the 4 KiB nCMD boundaries,
-    /// over a loopback that loses and reorders 2 % of the frames.
+    /// over a loopback that loses and reorders 2 % of the frames; the
+    /// namespace inline and on a worker thread.
     #[test]
     fn writes_read_back_over_a_lossy_loopback() {
+        for storage in Execution::ALL {
+            read_back(storage);
+        }
+    }
+
+    fn read_back(storage: Execution) {
         let config = PairConfig {
             loss_ppm: Faults::percent(2),
+            storage,
             ..PairConfig::default()
         };
         let mut pair = NvmePair::new(&config).expect("pair");

@@ -1,18 +1,17 @@
 //! The transmission phase against a raw client on a socket pair: request
 //! checks, replies out of order from a backend completing on another
-//! thread, the window, and the ways a connection ends.
+//! thread, and the ways a connection ends (the window and the outbox have
+//! their own tests, `outbox/tests.rs`).
 
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
 
 use super::*;
 use crate::nbd::backend::{BlockSize, Capabilities};
-use crate::nbd::proto::SIMPLE_REPLY_LEN;
+use crate::nbd::proto::{SimpleReplyRepr, SIMPLE_REPLY_LEN};
 use crate::nbd::ram::RamBackend;
 
 const SIZE: u64 = 1 << 20;
@@ -317,32 +316,6 @@ fn violations_end_the_connection_by_name() {
         server.join().unwrap(),
         End::Closed(CloseReason::TruncatedRequest, _)
     ));
-}
-
-#[test]
-fn window_blocks_past_its_limit_and_reopens() {
-    let window = Arc::new(Window::default());
-    assert!(window.acquire((MAX_INFLIGHT_REQUESTS, 0)));
-    let got = Arc::new(AtomicBool::new(false));
-    let waiter = {
-        let (window, got) = (Arc::clone(&window), Arc::clone(&got));
-        thread::spawn(move || {
-            let ok = window.acquire((1, 0));
-            got.store(true, Ordering::SeqCst);
-            ok
-        })
-    };
-    thread::sleep(Duration::from_millis(50));
-    assert!(!got.load(Ordering::SeqCst), "a full window must block");
-    window.release((1, 0));
-    assert!(waiter.join().unwrap());
-    // Bytes: one request always passes; a second beyond the limit waits,
-    // and a closed window refuses.
-    let window = Window::default();
-    window.release((MAX_INFLIGHT_REQUESTS, 0));
-    assert!(window.acquire((1, MAX_INFLIGHT_BYTES * 2)));
-    window.close();
-    assert!(!window.acquire((1, 1)));
 }
 
 /// Fails every request with an I/O error, and keeps what it was handed.
