@@ -16,9 +16,11 @@
 //!   largest iCMD, as the maximum payload (the transmission phase refuses
 //!   larger requests, so none needs splitting). WRITE's FUA flag becomes
 //!   the iCMD's FUA.
-//! * FLUSH completes once every write received before it has completed:
-//!   the RAM namespace has nothing more to make durable, and a write
-//!   completes only when the target has stored it.
+//! * FLUSH waits until every write received before it has completed, then
+//!   goes to the target as an NVMe Flush (our vendor Command Request, both
+//!   ends of the pair take it, ulp.md §3.9) and completes with it: the
+//!   namespace's worker makes the completed writes durable (a no-op for
+//!   RAM, `sync_data` for a file).
 //! * TRIM and WRITE_ZEROES are not advertised: the protocol has no command
 //!   for them, and emulating WRITE_ZEROES with data writes would tell
 //!   clients that zeroing is cheap when it costs a full write (qemu-img
@@ -46,7 +48,7 @@ use super::backend::{
     Backend, BackendError, BlockSize, Capabilities, Completion, Geometry, Op, ReplyBatch, Request,
 };
 use crate::cmd::nvme_perf::{errors_by_status, FalconFigures};
-use crate::nvme::{NvmePair, PairConfig, NSID};
+use crate::nvme::{NvmeDevice, NvmePair, PairConfig, NSID};
 
 /// Largest NBD payload: the largest iCMD (NVMe-0.9 §6.5, the initiator's
 /// MDTS of 256 nCMDs of 4 KiB).
@@ -276,7 +278,8 @@ impl Lcore {
             let busy = self.pair.turn();
             self.complete();
             self.replies.flush();
-            let idle = self.pair.outstanding() == 0 && self.backlog.is_empty();
+            let idle =
+                self.pair.outstanding() == 0 && self.backlog.is_empty() && self.flushes.is_empty();
             if (closed || stop.load(Ordering::Relaxed)) && idle {
                 break;
             }
@@ -455,7 +458,9 @@ impl Lcore {
         self.complete_flushes();
     }
 
-    /// Flushes whose earlier writes have all completed.
+    /// Flushes whose earlier writes have all completed go to the target
+    /// as an NVMe Flush (the vendor Command Request, which the pair's ends
+    /// both take): its success makes those writes durable.
     fn complete_flushes(&mut self) {
         let oldest = self.writes.first().copied().unwrap_or(u64::MAX);
         while self
@@ -463,8 +468,27 @@ impl Lcore {
             .front()
             .is_some_and(|&(next, _)| next <= oldest)
         {
-            if let Some((_, completion)) = self.flushes.pop_front() {
-                completion.complete_into(&mut self.replies, Ok(Vec::new()));
+            let Some(&tag) = self.free_tags.last() else {
+                // Tried again as iCMDs complete.
+                break;
+            };
+            let Some((_, completion)) = self.flushes.pop_front() else {
+                break;
+            };
+            match NvmeDevice::flush(&mut self.pair, tag) {
+                Ok(()) => {
+                    self.free_tags.pop();
+                    self.figures.icmds += 1;
+                    self.in_flight[tag as usize] = Some(InFlight {
+                        completion,
+                        write: None,
+                    });
+                }
+                Err(refused) => {
+                    tracing::warn!("flush refused: {refused}");
+                    self.figures.refused += 1;
+                    self.fail(None, completion);
+                }
             }
         }
     }
@@ -530,7 +554,8 @@ mod tests {
         assert_eq!(trim.error, super::super::proto::errno::EINVAL);
         assert_eq!(trim.kind, Kind::Trim);
         let figures = backend.shutdown().expect("figures");
-        assert_eq!(figures.icmds, 6);
+        // Four writes, the flush (an NVMe Flush to the target), two reads.
+        assert_eq!(figures.icmds, 7);
         assert_eq!(figures.icmd_errors, 0);
         assert_eq!(figures.unsupported, 1);
         assert_eq!(figures.flushes, 1);
