@@ -229,6 +229,10 @@ impl Outbox {
         if s.sent < s.out.len() {
             s.writer = true;
             self.writer_wake.notify_one();
+        } else if s.reader_done && s.completions == 0 {
+            // The writer may have woken for the last completion before
+            // its reply was sent, and waits for this.
+            self.writer_wake.notify_one();
         }
     }
 
