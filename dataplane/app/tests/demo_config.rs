@@ -38,11 +38,13 @@ fn every_config_file_parses_builds_and_demo_toml_is_the_embedded_default() {
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.extension().is_some_and(|e| e == "toml"))
-        // `falcon run`'s node configurations (tests/run_config.rs).
+        // `falcon run`'s node configurations (tests/run_config.rs) and
+        // `falcon nvme-target`'s (nvmecfg's unit tests).
         .filter(|path| {
-            !path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("run-"))
+            !path.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with("run-") || n.starts_with("nvme-target")
+            })
         })
         .collect();
     files.sort();

@@ -3,9 +3,10 @@
 //!
 //! Layer: application. Owns the initiator's side of a remote pair: its
 //! engine (PSP on, Swift set for the host's network stack as `falcon
-//! node`'s) on a kernel UDP socket of its own, the [`Initiator`] ULP, the
-//! control channel to the target's connection manager ([`crate::cm`]) and
-//! the connection's life. It learns everything from the target's offer:
+//! node`'s) on a kernel UDP socket of its own ([`RemoteInitiator::connect`])
+//! or on another port, a DPDK one ([`RemoteInitiator::connect_on`]), the
+//! [`Initiator`] ULP, the control channel to the target's connection
+//! manager ([`crate::cm`]) and the connection's life. It learns everything from the target's offer:
 //! the target's engine and UDP addresses, and the namespaces (NSID,
 //! blocks, LBA format, SQID), from which it builds the LBA translation
 //! tables (NVMe-0.9 §6.6.2: one row per 1 GiB chunk, initiator NSID =

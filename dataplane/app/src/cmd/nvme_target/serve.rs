@@ -416,13 +416,11 @@ impl Sessions {
             End::Stopping => {}
         }
         let Some(c) = session.connection else {
-            if end != End::Lost || session.accepted.elapsed() > self.setup_timeout {
-                eprintln!(
-                    "nvme-target: initiator #{} from {}: {reason}",
-                    session.id,
-                    session.channel.peer()
-                );
-            }
+            eprintln!(
+                "nvme-target: initiator #{} from {}: {reason}",
+                session.id,
+                session.channel.peer()
+            );
             return;
         };
         // The target first: its tCMDs of the connection and what they
