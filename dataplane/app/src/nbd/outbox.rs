@@ -249,6 +249,10 @@ impl Outbox {
         if s.sent == s.out.len() {
             s.out.clear();
             s.sent = 0;
+            if s.reader_done && s.completions == 0 {
+                // The last reply has gone: the writer may end.
+                self.writer_wake.notify_one();
+            }
         }
         if released.0 > 0 {
             self.window.release(released);
