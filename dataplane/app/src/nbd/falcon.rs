@@ -4,9 +4,18 @@
 //!
 //! Layer: backend. The pair lives on its own thread, the lcore thread,
 //! which turns both loops and owns the initiator: [`Backend::submit`]
-//! (called on the connections' reader threads) only passes the request
-//! over a channel, and the lcore thread completes it when its iCMD does,
-//! sending the replies of one pass of its loop together ([`ReplyBatch`]).
+//! (called on the connections' reader threads) only queues the request,
+//! [`Backend::unplug`] wakes the lcore thread if it sleeps, and the lcore
+//! thread completes each request when its iCMD does, sending the replies
+//! of one pass of its loop together ([`ReplyBatch`]).
+//!
+//! How the lcore thread waits: while iCMDs are in flight it turns the pair
+//! without sleeping, and yields the CPU when a turn did nothing (the
+//! gateway pinned to one CPU shares it with the connections' readers); with
+//! nothing in flight it sleeps until a reader unplugs, or for
+//! [`IDLE_WAIT`] (the engines' timers). A reader wakes it at most once per
+//! burst of requests, not once per request: a wake-up is a system call and
+//! a switch away from the reader that still has requests to parse.
 //!
 //! The mapping (NVMe-0.9 §6, ulp.md §3.1: NVMe over Falcon maps only Read
 //! and Write):
@@ -29,10 +38,8 @@
 //!   its dropped [`Completion`]).
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use nvme_ulp::data::HostBuffers;
@@ -84,11 +91,20 @@ struct Job {
     write: Option<u64>,
 }
 
+/// The requests on their way to the lcore thread.
+#[derive(Default)]
+struct Inbox {
+    jobs: VecDeque<Job>,
+    /// Stopping: no more requests are taken.
+    closed: bool,
+}
+
 /// The backend (see the module doc).
 pub struct FalconBackend {
     geometry: Geometry,
-    jobs: Mutex<Option<Sender<Job>>>,
-    stop: Arc<AtomicBool>,
+    inbox: Arc<Mutex<Inbox>>,
+    /// The lcore thread, to wake.
+    lcore: Thread,
     thread: Mutex<Option<JoinHandle<GatewayFigures>>>,
 }
 
@@ -135,12 +151,15 @@ impl FalconBackend {
             },
             size,
             queue_depth: QUEUE_DEPTH,
+            // Both engines are in this process and share the lcore thread:
+            // a delay would only make the loop turn idle (and, pinned with
+            // the connections to one CPU, spin) while frames wait.
+            one_way_delay: Duration::ZERO,
             ..PairConfig::default()
         };
-        let (jobs, rx) = mpsc::channel();
+        let inbox = Arc::new(Mutex::new(Inbox::default()));
         let (ready_tx, ready_rx) = mpsc::channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = Arc::clone(&stop);
+        let lcore_inbox = Arc::clone(&inbox);
         let thread = std::thread::Builder::new()
             .name("nvme-lcore".into())
             .spawn(move || {
@@ -154,7 +173,7 @@ impl FalconBackend {
                         return GatewayFigures::default();
                     }
                 };
-                Lcore::new(pair, lba_size).run(&rx, &stopping)
+                Lcore::new(pair, lba_size).run(&lcore_inbox)
             })
             .map_err(|e| format!("lcore thread: {e}"))?;
         match ready_rx.recv() {
@@ -164,18 +183,18 @@ impl FalconBackend {
         }
         Ok(FalconBackend {
             geometry,
-            jobs: Mutex::new(Some(jobs)),
-            stop,
+            inbox,
+            lcore: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
         })
     }
 
-    /// Stops the lcore thread once the iCMDs in flight have completed (at
-    /// most the iCMD timeout) and returns what it did; `None` if it was
-    /// stopped before or ended by a panic.
+    /// Stops the lcore thread once the requests queued and the iCMDs in
+    /// flight have completed (at most the iCMD timeout) and returns what it
+    /// did; `None` if it was stopped before or ended by a panic.
     pub fn shutdown(&self) -> Option<GatewayFigures> {
-        self.stop.store(true, Ordering::Relaxed);
-        lock(&self.jobs).take();
+        lock(&self.inbox).closed = true;
+        self.lcore.unpark();
         let thread = lock(&self.thread).take()?;
         thread.join().ok()
     }
@@ -197,18 +216,22 @@ impl Backend for FalconBackend {
     }
 
     fn submit(&self, request: Request, completion: Completion) {
-        let job = Job {
+        let mut inbox = lock(&self.inbox);
+        if inbox.closed {
+            drop(inbox);
+            completion.complete(Err(BackendError::Shutdown));
+            return;
+        }
+        inbox.jobs.push_back(Job {
             request,
             completion,
             write: None,
-        };
-        let refused = match lock(&self.jobs).as_ref() {
-            Some(jobs) => jobs.send(job).err().map(|e| e.0),
-            None => Some(job),
-        };
-        if let Some(job) = refused {
-            job.completion.complete(Err(BackendError::Shutdown));
-        }
+        });
+    }
+
+    fn unplug(&self) {
+        // Free when the thread is awake: it only notes the wake-up.
+        self.lcore.unpark();
     }
 }
 
@@ -260,42 +283,44 @@ impl Lcore {
         }
     }
 
-    /// Turns the pair until stopped and drained.
-    fn run(mut self, jobs: &Receiver<Job>, stop: &AtomicBool) -> GatewayFigures {
-        let mut closed = false;
+    /// Turns the pair until stopped and drained (see the module doc for
+    /// how it waits).
+    fn run(mut self, inbox: &Mutex<Inbox>) -> GatewayFigures {
+        let mut jobs = VecDeque::new();
         let mut stopping_since: Option<Instant> = None;
         loop {
-            while !closed {
-                match jobs.try_recv() {
-                    Ok(job) => self.accept(job),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => closed = true,
-                }
+            let closed = {
+                let mut inbox = lock(inbox);
+                std::mem::swap(&mut inbox.jobs, &mut jobs);
+                inbox.closed
+            };
+            for job in jobs.drain(..) {
+                self.accept(job);
             }
             self.start_backlog();
             let busy = self.pair.turn();
             self.complete();
             self.replies.flush();
             let idle = self.pair.outstanding() == 0 && self.backlog.is_empty();
-            if (closed || stop.load(Ordering::Relaxed)) && idle {
-                break;
-            }
-            if stop.load(Ordering::Relaxed) {
+            if closed {
+                if idle && lock(inbox).jobs.is_empty() {
+                    break;
+                }
                 let since = *stopping_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > STOP_DRAIN {
                     break;
                 }
             }
-            if idle && !busy && !closed {
-                match jobs.recv_timeout(IDLE_WAIT) {
-                    Ok(job) => self.accept(job),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => closed = true,
-                }
-            } else if !busy {
-                // Waiting on the storage worker or the connections' threads,
-                // which may share this core (the gateway pinned to one CPU):
-                // give them the core rather than spin through their slice.
+            if busy {
+                continue;
+            }
+            if idle {
+                // A request queued since the swap (and its unplug) is
+                // not lost: the unplug's token ends this park at once.
+                std::thread::park_timeout(IDLE_WAIT);
+            } else {
+                // In flight but nothing moved (a timer to wait for): let
+                // the readers sharing this CPU have it.
                 std::thread::yield_now();
             }
         }
@@ -472,7 +497,7 @@ impl Lcore {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::mpsc::channel;
+    use std::sync::mpsc::{channel, Receiver};
 
     use super::super::backend::Kind;
     use super::*;
@@ -489,6 +514,7 @@ mod tests {
             Request { op, offset, length },
             Completion::channel(offset, kind, length, tx),
         );
+        backend.unplug();
         rx
     }
 
@@ -551,5 +577,48 @@ mod tests {
         let figures = backend.shutdown().expect("figures");
         assert_eq!(figures.icmd_errors, 1);
         assert_eq!(figures.errors_by_status.values().sum::<u64>(), 1);
+    }
+
+    /// A request submitted without an unplug is not lost (the idle lcore
+    /// looks at its queue every `IDLE_WAIT`), and shutdown answers the
+    /// requests still queued before the thread stops.
+    #[test]
+    fn requests_start_without_an_unplug_and_shutdown_drains_the_queue() {
+        let backend = FalconBackend::new(1 << 20, LbaSize::B512).expect("backend");
+        let (tx, rx) = channel();
+        let write = Op::Write {
+            data: vec![7; 4096],
+            fua: false,
+        };
+        backend.submit(
+            Request {
+                op: write,
+                offset: 0,
+                length: 4096,
+            },
+            Completion::channel(1, Kind::Write, 4096, tx.clone()),
+        );
+        let reply = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("started without an unplug");
+        assert_eq!((reply.cookie, reply.error), (1, 0));
+        for i in 0..8u64 {
+            let request = Request {
+                op: Op::Read,
+                offset: 0,
+                length: 4096,
+            };
+            backend.submit(
+                request,
+                Completion::channel(10 + i, Kind::Read, 4096, tx.clone()),
+            );
+        }
+        let figures = backend.shutdown().expect("figures");
+        assert_eq!(figures.icmds, 9);
+        for _ in 0..8 {
+            let reply = rx.recv_timeout(Duration::from_secs(20)).expect("answered");
+            assert_eq!(reply.error, 0);
+            assert!(reply.data == [7; 4096]);
+        }
     }
 }
