@@ -2,7 +2,7 @@
 //! initiator of an in-process NVMe pair ([`crate::nvme`]), whose target
 //! holds the export in a RAM namespace.
 //!
-//! Layer: backend. The pair and its bookkeeping ([`Lcore`]) sit behind a
+//! Layer: backend. The pair and its bookkeeping (`Lcore`) sit behind a
 //! lock, turned by whichever thread holds it, run to completion:
 //! [`Backend::submit`] (on a connection's reader thread) only queues the
 //! request; [`Backend::unplug`], when the reader has submitted its burst
@@ -11,7 +11,7 @@
 //! together ([`ReplyBatch`]). The lcore thread of its own turns the pair
 //! when a reader could not (the lock taken, a bounded number of turns
 //! reached, a timer to wait for), while iCMDs are in flight (yielding the
-//! CPU when a turn did nothing), and every [`IDLE_WAIT`] for the engines'
+//! CPU when a turn did nothing), and every `IDLE_WAIT` (1 ms) for the engines'
 //! timers; otherwise it sleeps. On the gateway pinned to one CPU a request
 //! then stays on its reader's thread from socket to reply: 0.04–0.08
 //! context switches and 10–11 µs of CPU per request, against 0.4–0.6 and

@@ -3,7 +3,7 @@
 //! Layer: gateway protocol. The reader (the connection's thread) parses
 //! each request, checks it against the export's [`Geometry`] and hands it
 //! to the [`Backend`] without waiting for the one before; completions,
-//! from the backend on any thread, go into the connection's [`Outbox`],
+//! from the backend on any thread, go into the connection's outbox ([`super::outbox`]),
 //! which sends each simple reply with the request's cookie from the
 //! completing thread (a writer thread beside the reader only finishes
 //! sends the socket could not take at once), so replies go out in
