@@ -214,10 +214,17 @@ pub trait Backend: Send + Sync {
     /// Size, block sizes and capabilities; the same for the backend's life.
     fn geometry(&self) -> Geometry;
 
-    /// Starts `request` and returns at once; the backend calls
+    /// Takes `request` and returns at once; the backend calls
     /// `completion.complete(…)` exactly once, now or later, on any thread.
-    /// Requests in flight together may complete in any order.
+    /// Requests in flight together may complete in any order. A backend
+    /// may hold a request back until the next [`unplug`](Self::unplug).
     fn submit(&self, request: Request, completion: Completion);
+
+    /// The caller has submitted what it had for now and is about to wait
+    /// (as the Linux block layer's plug/unplug): a backend that starts
+    /// requests on another thread wakes it here, once for the burst,
+    /// rather than once per request.
+    fn unplug(&self) {}
 }
 
 /// A reply on its way to a connection's socket.

@@ -2,9 +2,9 @@
 //! that completes them, without waiting, and by a writer thread only when
 //! the socket is full.
 //!
-//! Layer: gateway IO, between the backends' [`Completion`]s and the
+//! Layer: gateway IO, between the backends' [`Completion`](super::backend::Completion)s and the
 //! client's socket. Owns the encoded replies not yet sent, the count of
-//! completions still to come, and the connection's [`Window`] (requests
+//! completions still to come, and the connection's `Window` (requests
 //! and payload bytes in flight, released as their replies leave).
 //!
 //! A reply is encoded into the outbox under its lock and sent with a
@@ -22,7 +22,7 @@
 //! Two ways to send fewer, larger writes: the reader *corks* the outbox
 //! while it works through requests already in its buffer, and sends
 //! everything completed meanwhile before it next waits on the socket
-//! ([`Outbox::cork`], [`Outbox::uncork`]); a backend that completes many
+//! (`Outbox::cork`, `Outbox::uncork`); a backend that completes many
 //! requests in one pass queues them in a [`ReplyBatch`], which sends each
 //! connection's replies once at the end.
 
@@ -229,10 +229,6 @@ impl Outbox {
         if s.sent < s.out.len() {
             s.writer = true;
             self.writer_wake.notify_one();
-        } else if s.reader_done && s.completions == 0 {
-            // The writer may have woken for the last completion before
-            // its reply was sent, and waits for this.
-            self.writer_wake.notify_one();
         }
     }
 
@@ -253,6 +249,10 @@ impl Outbox {
         if s.sent == s.out.len() {
             s.out.clear();
             s.sent = 0;
+            if s.reader_done && s.completions == 0 {
+                // The last reply has gone: the writer may end.
+                self.writer_wake.notify_one();
+            }
         }
         if released.0 > 0 {
             self.window.release(released);

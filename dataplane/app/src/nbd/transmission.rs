@@ -3,7 +3,7 @@
 //! Layer: gateway protocol. The reader (the connection's thread) parses
 //! each request, checks it against the export's [`Geometry`] and hands it
 //! to the [`Backend`] without waiting for the one before; completions,
-//! from the backend on any thread, go into the connection's [`Outbox`],
+//! from the backend on any thread, go into the connection's outbox ([`super::outbox`]),
 //! which sends each simple reply with the request's cookie from the
 //! completing thread (a writer thread beside the reader only finishes
 //! sends the socket could not take at once), so replies go out in
@@ -70,6 +70,7 @@ pub fn serve(
         Err(e) => return End::Broken(format!("cannot start the writer thread: {e}")),
     };
     let end = read_requests(&mut reader, &outbox, backend, geometry);
+    backend.unplug();
     if let End::Closed(..) = end {
         // A hard disconnect: replies still queued are not sent.
         control.shutdown(Shutdown::Both);
@@ -97,10 +98,21 @@ fn read_requests(
     backend: &Arc<dyn Backend>,
     geometry: Geometry,
 ) -> End {
+    // Corked while working through requests already read: replies wait in
+    // the outbox and requests in the (plugged) backend until the reader is
+    // about to wait. Every reply queued and request submitted follows a
+    // cork, so the uncork before the next wait sends and starts it.
     let mut corked = false;
+    let cork = |corked: &mut bool| {
+        if !*corked {
+            outbox.cork();
+            *corked = true;
+        }
+    };
     let uncork = |corked: &mut bool| {
         if *corked {
             outbox.uncork();
+            backend.unplug();
             *corked = false;
         }
     };
@@ -117,10 +129,7 @@ fn read_requests(
         if let Err(e) = reader.read_exact(&mut header) {
             return truncated(e, "request header");
         }
-        if !corked {
-            outbox.cork();
-            corked = true;
-        }
+        cork(&mut corked);
         let request = match super::proto::Request::new_checked(&header[..])
             .and_then(|view| RequestRepr::parse(&view))
         {
@@ -153,6 +162,7 @@ fn read_requests(
                 // The socket failed: nobody reads the replies any more.
                 return End::Broken("the writer stopped".into());
             }
+            cork(&mut corked);
         }
         let payload = if request.kind == cmd::WRITE {
             let mut data = vec![0u8; request.length as usize];
@@ -163,6 +173,7 @@ fn read_requests(
                 window.release(cost(kind, length));
                 return truncated(e, "write payload");
             }
+            cork(&mut corked);
             data
         } else {
             Vec::new()

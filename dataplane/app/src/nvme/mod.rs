@@ -63,6 +63,8 @@ pub struct PairConfig {
     /// Frames lost and frames held back (reordered), parts per million
     /// each, in both directions.
     pub loss_ppm: u32,
+    /// The loopback's one-way delay (2 µs by default, a short link).
+    pub one_way_delay: Duration,
     pub seed: u64,
     pub icmd_timeout: Duration,
     /// Where the target runs the RAM namespace's I/O.
@@ -79,6 +81,7 @@ impl Default for PairConfig {
             size: 64 << 20,
             queue_depth: 128,
             loss_ppm: 0,
+            one_way_delay: LoopbackConfig::default().one_way_delay,
             seed: 1,
             icmd_timeout: Duration::from_secs(30),
             storage: Execution::Inline,
@@ -316,7 +319,10 @@ impl NvmePair {
             reorder_delay: Duration::from_micros(20),
             ..Faults::default()
         };
-        let (pa, pb) = Loopback::pair(LoopbackConfig::default());
+        let (pa, pb) = Loopback::pair(LoopbackConfig {
+            one_way_delay: config.one_way_delay,
+            ..LoopbackConfig::default()
+        });
         let a = Lcore::new(a, FaultInjector::new(pa, faults, config.seed), clock);
         let b = Lcore::new(
             b,

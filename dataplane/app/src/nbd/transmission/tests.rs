@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use super::*;
 use crate::nbd::backend::{BlockSize, Capabilities};
@@ -388,4 +390,82 @@ fn backend_errors_reach_the_client_as_eio_with_the_flags_passed_on() {
     let snap = stats.snapshot();
     assert_eq!(snap.errors_by_code.get("EIO"), Some(&5));
     assert_eq!((snap.read_bytes, snap.written_bytes), (0, 0));
+}
+
+/// Holds every request until the reader unplugs, then completes them
+/// through a RAM backend: a reader that waited on its socket without
+/// unplugging would never see their replies.
+struct Plugged {
+    ram: RamBackend,
+    held: Mutex<Vec<(Request, Completion)>>,
+    unplugs: AtomicUsize,
+}
+
+impl Backend for Plugged {
+    fn geometry(&self) -> Geometry {
+        self.ram.geometry()
+    }
+
+    fn submit(&self, request: Request, completion: Completion) {
+        self.held.lock().unwrap().push((request, completion));
+    }
+
+    fn unplug(&self) {
+        self.unplugs.fetch_add(1, Ordering::SeqCst);
+        let held = std::mem::take(&mut *self.held.lock().unwrap());
+        for (request, completion) in held {
+            self.ram.submit(request, completion);
+        }
+    }
+}
+
+#[test]
+fn the_reader_unplugs_before_it_waits() {
+    let plugged = Arc::new(Plugged {
+        ram: RamBackend::new(SIZE).unwrap(),
+        held: Mutex::new(Vec::new()),
+        unplugs: AtomicUsize::new(0),
+    });
+    let backend: Arc<dyn Backend> = plugged.clone();
+    let (mut c, server, _) = start(backend);
+    // A reply that never comes fails the test instead of hanging it.
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A burst of writes in one send, then one read alone.
+    let mut burst = Vec::new();
+    for i in 0..16u64 {
+        let r = req(cmd::WRITE, 0, i * 4096, 4096);
+        burst.extend_from_slice(&RequestRepr { cookie: i, ..r }.emit());
+        burst.extend_from_slice(&pattern(i));
+    }
+    c.write_all(&burst).unwrap();
+    let mut cookies: Vec<u64> = (0..16)
+        .map(|_| {
+            let r = reply(&mut c);
+            assert_eq!(r.error, 0);
+            r.cookie
+        })
+        .collect();
+    cookies.sort_unstable();
+    assert_eq!(cookies, (0..16).collect::<Vec<_>>());
+    send(&mut c, cmd::READ, 0, 99, 5 * 4096, 4096, &[]);
+    let r = reply(&mut c);
+    assert_eq!((r.cookie, r.error), (99, 0));
+    let mut data = vec![0u8; 4096];
+    c.read_exact(&mut data).unwrap();
+    assert!(data == pattern(5));
+    // A write whose payload comes in two parts: the reader waits inside
+    // it, then must still unplug once it has submitted it.
+    let r = RequestRepr {
+        cookie: 100,
+        ..req(cmd::WRITE, 0, 0, 4096)
+    };
+    c.write_all(&r.emit()).unwrap();
+    c.write_all(&pattern(100)[..1000]).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    c.write_all(&pattern(100)[1000..]).unwrap();
+    let r = reply(&mut c);
+    assert_eq!((r.cookie, r.error), (100, 0));
+    send(&mut c, cmd::DISC, 0, 0, 0, 0, &[]);
+    assert_eq!(server.join().unwrap(), End::Disconnect);
+    assert!(plugged.unplugs.load(Ordering::SeqCst) >= 2);
 }
