@@ -1111,13 +1111,48 @@ pub struct NbdGatewayArgs {
     /// on stderr). Repeat to listen on several.
     #[arg(long, value_name = "unix:PATH|tcp:HOST:PORT", required = true)]
     pub listen: Vec<crate::nbd::server::Listen>,
-    /// The storage behind the export.
+    /// The storage behind the export (`--connect` implies `falcon`).
     #[arg(long, value_enum, default_value_t = NbdBackendKind::Ram)]
     pub backend: NbdBackendKind,
     /// Export size: bytes, or with a binary suffix K, M, G, T (`64M` is
-    /// 64 MiB).
-    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = crate::cmd::nbd_gateway::parse_size)]
+    /// 64 MiB). With `--connect`, the namespace's size.
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = crate::cmd::nbd_gateway::parse_size, conflicts_with = "connect")]
     pub size: u64,
+    /// Export a namespace of a target in another process (`falcon
+    /// nvme-target`) whose connection manager is at HOST:PORT (its
+    /// `node.control`): NVMe over Falcon over the kernel UDP port, PSP on.
+    /// The export has the namespace's size and LBA size; FLUSH is offered
+    /// when the target takes NVMe Flush (`[target] vendor_commands`). A
+    /// lost target is reconnected to for `--reconnect-timeout` seconds:
+    /// meanwhile requests wait, and those in flight are sent again (a
+    /// FLUSH covering writes a restarted target may have lost fails, once).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+    /// With `--connect`: the namespace to export (one the target offers).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "connect")]
+    pub nsid: u32,
+    /// With `--connect`: this gateway's UDP socket for Falcon frames
+    /// (port 0: any).
+    #[arg(
+        long,
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:0",
+        requires = "connect"
+    )]
+    pub bind: std::net::SocketAddr,
+    /// With `--connect`: how long to keep reconnecting to a lost target,
+    /// seconds; then requests fail with EIO.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        requires = "connect"
+    )]
+    pub reconnect_timeout: f64,
+    /// With `--connect`: PSP on the connection (as the target's
+    /// `[psp] enabled`).
+    #[arg(long, value_enum, default_value_t = OnOff::On, requires = "connect")]
+    pub psp: OnOff,
     /// The export's name; clients asking for the empty (default) name get
     /// it too.
     #[arg(long, value_name = "NAME", default_value = "")]

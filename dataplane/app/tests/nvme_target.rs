@@ -765,3 +765,90 @@ fn a_stalled_initiator_loses_its_connection_and_reconnects() {
     assert_eq!(c["closed"], 1, "{target}");
     assert!(target["aborted_tcmds"].as_u64() > Some(0), "{target}");
 }
+
+/// `falcon nbd-gateway --connect`: NBD clients on a namespace a target
+/// in another process serves. qemu-img writes a random image in (with its
+/// final flush) and reads it back; the target is SIGKILLed and started
+/// again on the same file, and nbdcopy reads the image out through the
+/// gateway, which waited for the connection to come back. Then writes
+/// left unflushed across a second restart make the next FLUSH fail, once:
+/// the gateway cannot know whether the restarted target kept them.
+#[test]
+fn nbd_gateway_serves_a_remote_namespace_across_target_restarts() {
+    use common::nbd::{random_file, run, same_bytes, Gateway};
+
+    let _cpus = cpus();
+    let scratch = Scratch::new("nvme-target", "nbd-remote");
+    let (control, udp) = (free_tcp(), free_udp());
+    let image = scratch.path("ns1.img");
+    const SIZE: usize = 16 << 20;
+    let namespaces = format!(
+        "[[namespaces]]\nnsid = 1\nbacking = \"file\"\npath = \"{}\"\nsize = {SIZE}\nlba_size = 512\n",
+        image.display(),
+    );
+    let path = scratch.file("target.toml", &config(control, udp, &namespaces));
+    let mut target = start_target(&path);
+    let control_arg = control.to_string();
+    let gw = Gateway::unix(
+        "falcon",
+        &scratch,
+        &[
+            "--connect",
+            &control_arg,
+            "--reconnect-timeout",
+            "60",
+            "--quiet",
+        ],
+    );
+    let uri = gw.uri("");
+
+    let info: Value = serde_json::from_slice(&run("nbdinfo", &["--json", &uri]).stdout).unwrap();
+    let export = &info["exports"][0];
+    assert_eq!(export["export-size"], SIZE, "{export}");
+    assert_eq!(export["block_size_minimum"], 512, "{export}");
+    assert_eq!(export["can_flush"], true, "{export}");
+
+    let src = random_file(&scratch, "src.img", SIZE, 23);
+    let src_arg = src.to_str().unwrap();
+    run(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", src_arg, &uri],
+    );
+
+    // Killed: nothing is flushed by the target on its way out.
+    target.kill().expect("SIGKILL");
+    let _ = target.wait();
+    let target = start_target(&path);
+    let back = scratch.path("back.img");
+    run("nbdcopy", &[&uri, back.to_str().unwrap()]);
+    same_bytes(&src, &back);
+
+    // Unflushed writes, then a restart: the first flush reports them.
+    let other = random_file(&scratch, "other.img", 1 << 20, 29);
+    run("nbdcopy", &[other.to_str().unwrap(), &uri]);
+    let mut target = target;
+    target.kill().expect("SIGKILL");
+    let _ = target.wait();
+    let target = start_target(&path);
+    let flush = |expect_ok: bool| {
+        let out = Command::new("qemu-io")
+            .args(["-f", "raw", "-c", "flush", &uri])
+            .output()
+            .expect("run qemu-io");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        let failed = !out.status.success() || text.contains("error");
+        assert_eq!(!failed, expect_ok, "qemu-io flush: {text}");
+    };
+    flush(false);
+    flush(true);
+
+    let (summary, log) = gw.stop();
+    let f = &summary["falcon"];
+    assert_eq!(summary["backend"], "falcon-remote", "{summary}");
+    assert_eq!(f["flush_errors"], 1, "{f}\n{log}");
+    assert_eq!(f["refused"], 0, "{f}");
+    assert_eq!(f["icmd_errors"], 0, "{f}");
+    assert_eq!(f["falcon"]["connects"], 3, "{f}");
+    assert!(summary["requests"].as_u64().unwrap() > (SIZE as u64 * 2) / (1 << 20));
+    stop_target(target);
+}

@@ -14,17 +14,20 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::cli::{NbdBackendKind, NbdGatewayArgs};
+use crate::cli::{NbdBackendKind, NbdGatewayArgs, OnOff};
+use crate::cmd::nvme_perf::resolve;
 use crate::error::{AppError, Result};
 use crate::nbd::backend::Backend;
-use crate::nbd::falcon::{FalconBackend, GatewayFigures};
+use crate::nbd::falcon::{FalconBackend, GatewayFigures, QUEUE_DEPTH};
 use crate::nbd::ram::RamBackend;
 use crate::nbd::server::Server;
 use crate::nbd::stats::Snapshot;
+use crate::nvme::remote::RemoteConfig;
 
 /// The summary of a run; units in the key names.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// `ram`, `falcon` (an in-process target) or `falcon-remote`.
     pub backend: &'static str,
     pub export: String,
     pub listen: Vec<String>,
@@ -73,21 +76,27 @@ pub fn main(args: &NbdGatewayArgs) -> Result<()> {
         ));
     }
     init_logs();
-    let (backend, falcon) = backend(args.backend, args.size)?;
+    let (backend, falcon) = match &args.connect {
+        Some(control) => remote_backend(args, control)?,
+        None => backend(args.backend, args.size)?,
+    };
+    let size = backend.geometry().size;
+    let backend_name = match (&args.connect, args.backend) {
+        (Some(_), _) => "falcon-remote",
+        (None, kind) => backend_name(kind),
+    };
     let signalled = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&signalled))
             .map_err(|e| AppError::Failed(format!("signal handler: {e}")))?;
     }
-    let description = format!("falcon nbd-gateway, {} backend", backend_name(args.backend));
+    let description = format!("falcon nbd-gateway, {backend_name} backend");
     let mut server = Server::start(&args.listen, args.export.clone(), description, backend)
         .map_err(AppError::Usage)?;
     for address in server.bound() {
         eprintln!(
-            "nbd-gateway: listening on {address} (export {:?}, {} bytes, backend {})",
+            "nbd-gateway: listening on {address} (export {:?}, {size} bytes, backend {backend_name})",
             args.export,
-            args.size,
-            backend_name(args.backend)
         );
     }
     let start = Instant::now();
@@ -118,10 +127,10 @@ pub fn main(args: &NbdGatewayArgs) -> Result<()> {
     let elapsed = start.elapsed().as_secs_f64();
     let counters = server.stats();
     let report = Report {
-        backend: backend_name(args.backend),
+        backend: backend_name,
         export: args.export.clone(),
         listen: server.bound().to_vec(),
-        size_bytes: args.size,
+        size_bytes: size,
         elapsed_s: elapsed,
         stopped_by,
         requests: counters.requests(),
@@ -174,6 +183,28 @@ fn backend(kind: NbdBackendKind, size: u64) -> Result<Backends> {
             Ok((Arc::clone(&backend) as Arc<dyn Backend>, Some(backend)))
         }
     }
+}
+
+/// `--connect`: the falcon backend in front of a remote target.
+fn remote_backend(args: &NbdGatewayArgs, control: &str) -> Result<Backends> {
+    if !(args.reconnect_timeout.is_finite() && args.reconnect_timeout >= 0.0) {
+        return Err(AppError::Usage(format!(
+            "--reconnect-timeout {}: must be zero or more seconds",
+            args.reconnect_timeout
+        )));
+    }
+    let config = RemoteConfig {
+        bind: args.bind,
+        nsid: args.nsid,
+        queue_depth: QUEUE_DEPTH,
+        psp: args.psp == OnOff::On,
+        reconnect_deadline: Duration::from_secs_f64(args.reconnect_timeout),
+        ..RemoteConfig::new(resolve("--connect", control)?)
+    };
+    let backend = FalconBackend::remote(config)
+        .map_err(|e| AppError::Failed(format!("--connect {control}: {e}")))?;
+    let backend = Arc::new(backend);
+    Ok((Arc::clone(&backend) as Arc<dyn Backend>, Some(backend)))
 }
 
 /// `--size`: bytes, or a number with a binary suffix (`K`, `M`, `G`, `T`,

@@ -253,7 +253,7 @@ fn options(args: &NvmePerfArgs) -> Result<Options> {
 }
 
 /// `HOST:PORT` as a socket address.
-fn resolve(flag: &str, addr: &str) -> Result<SocketAddr> {
+pub(crate) fn resolve(flag: &str, addr: &str) -> Result<SocketAddr> {
     addr.to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())

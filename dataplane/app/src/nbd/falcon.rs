@@ -1,6 +1,19 @@
-//! The NVMe-over-Falcon backend: NBD requests become iCMDs of the
-//! initiator of an in-process NVMe pair ([`crate::nvme`]), whose target
-//! holds the export in a RAM namespace.
+//! The NVMe-over-Falcon backend: NBD requests become iCMDs of an NVMe
+//! initiator ([`NvmeDevice`]): that of an in-process pair
+//! ([`crate::nvme`]), whose target holds the export in a RAM namespace
+//! ([`FalconBackend::new`]), or one connected to a target in another
+//! process ([`FalconBackend::remote`], `falcon nbd-gateway --connect`).
+//!
+//! A remote target's connection may be lost and set up again (the target
+//! restarted). Requests then wait for it (until the initiator's
+//! reconnection deadline, then `EIO`); reads and writes the lost
+//! connection failed with Transient Transport Error are sent again, up to
+//! [`TRANSIENT_RETRIES`] times. A FLUSH covering writes that completed
+//! before the reconnection fails with `EIO`, once: the restarted target
+//! may not have kept them (only FUA writes and flushed ones are durable).
+//! The remote device's UDP port keeps its buffers on the lcore thread, so
+//! readers only queue requests and wake that thread; the paragraph below
+//! is the in-process pair's.
 //!
 //! Layer: backend. The pair and its bookkeeping (`Lcore`) sit behind a
 //! lock, turned by whichever thread holds it, run to completion:
@@ -46,7 +59,7 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use nvme_ulp::data::HostBuffers;
-use nvme_ulp::initiator::{Icmd, IcmdBuffers, RefuseReason};
+use nvme_ulp::initiator::{Icmd, IcmdBuffers, IcmdCompletion, RefuseReason};
 use nvme_ulp::layout::{Format, LbaSize, MetadataSize};
 use nvme_ulp::status::StatusCounts;
 use nvme_ulp::Status;
@@ -56,14 +69,15 @@ use super::backend::{
     Backend, BackendError, BlockSize, Capabilities, Completion, Geometry, Op, ReplyBatch, Request,
 };
 use crate::cmd::nvme_perf::{errors_by_status, FalconFigures};
-use crate::nvme::{NvmeDevice, NvmePair, PairConfig, NSID};
+use crate::nvme::remote::{RemoteConfig, RemoteInitiator};
+use crate::nvme::{NvmeDevice, NvmePair, PairConfig, SubmitRefusal};
 
 /// Largest NBD payload: the largest iCMD (NVMe-0.9 §6.5, the initiator's
 /// MDTS of 256 nCMDs of 4 KiB).
 pub const MAX_PAYLOAD: u32 = 1 << 20;
 
 /// iCMDs outstanding at most; requests beyond wait on the lcore thread.
-const QUEUE_DEPTH: usize = 256;
+pub const QUEUE_DEPTH: usize = 256;
 
 /// How long an idle lcore thread sleeps before it turns the pair for the
 /// engines' timers.
@@ -89,6 +103,12 @@ pub struct GatewayFigures {
     /// Requests of a kind this backend does not advertise: `NBD_EINVAL`.
     pub unsupported: u64,
     pub flushes: u64,
+    /// Flushes answered `NBD_EIO`: refused or failed by the target, or
+    /// covering writes a restarted remote target may have lost.
+    pub flush_errors: u64,
+    /// Reads and writes sent again after a remote target's connection
+    /// was lost (Transient Transport Error).
+    pub retried: u64,
     pub falcon: Option<FalconFigures>,
 }
 
@@ -98,6 +118,8 @@ struct Job {
     completion: Completion,
     /// A write's number in arrival order (set by the lcore thread).
     write: Option<u64>,
+    /// Times it was sent again after a transient transport error.
+    retries: u8,
 }
 
 /// The requests on their way to the lcore thread.
@@ -111,9 +133,10 @@ struct Inbox {
 /// What the readers and the lcore thread share.
 struct Shared {
     inbox: Mutex<Inbox>,
-    /// `None` once the lcore thread has stopped. Lock order: `lcore`, then
-    /// `inbox`.
-    lcore: Mutex<Option<Lcore>>,
+    /// The in-process pair, which reader threads turn too; `None` once the
+    /// lcore thread has stopped, and always for a remote target (whose
+    /// port stays on the lcore thread). Lock order: `lcore`, then `inbox`.
+    lcore: Mutex<Option<Lcore<NvmePair>>>,
 }
 
 /// The backend (see the module doc).
@@ -142,25 +165,8 @@ impl FalconBackend {
     /// A sentence when the size is not whole blocks or the pair cannot be
     /// built.
     pub fn new(size: u64, lba_size: LbaSize) -> Result<FalconBackend, String> {
-        let lba = lba_size.bytes() as u32;
-        let geometry = Geometry {
-            size,
-            block: BlockSize {
-                minimum: lba,
-                preferred: 4096,
-                maximum: MAX_PAYLOAD,
-            },
-            caps: Capabilities {
-                read_only: false,
-                flush: true,
-                fua: true,
-                trim: false,
-                write_zeroes: false,
-                // One target namespace behind every connection, no cache.
-                multi_conn: true,
-            },
-        };
-        geometry.validate()?;
+        // Before the pair is built: a size of part blocks is a usage error.
+        geometry(size, lba_size, true).validate()?;
         let config = PairConfig {
             format: Format {
                 lba_size,
@@ -174,6 +180,84 @@ impl FalconBackend {
             one_way_delay: Duration::ZERO,
             ..PairConfig::default()
         };
+        FalconBackend::start(move |shared, ready| {
+            let pair = match NvmePair::new(&config) {
+                Ok(pair) => pair,
+                Err(e) => {
+                    let _ = ready.send(Err(e.to_string()));
+                    return GatewayFigures::default();
+                }
+            };
+            let _ = ready.send(Ok(geometry(size, lba_size, true)));
+            // Shared: a reader thread may turn the pair (run to completion).
+            *lock(&shared.lcore) = Some(Lcore::new(pair));
+            run(shared, || {
+                lock(&shared.lcore)
+                    .as_mut()
+                    .map(|lcore| lcore.drive(&shared.inbox, usize::MAX))
+            });
+            lock(&shared.lcore)
+                .take()
+                .map(Lcore::finish)
+                .unwrap_or_default()
+        })
+    }
+
+    /// An export of the namespace `config.nsid` of a target in another
+    /// process (`falcon nvme-target`), reached over the kernel UDP port
+    /// with PSP as `config` says: its size and LBA size are the
+    /// namespace's; FLUSH is offered when the target takes NVMe Flush.
+    /// Commands refused while the connection is being set up again wait
+    /// for it; commands the lost connection failed (Transient Transport
+    /// Error) are sent again, up to [`TRANSIENT_RETRIES`] times.
+    ///
+    /// # Errors
+    ///
+    /// A sentence when the target cannot be reached, does not export the
+    /// namespace, or its namespace has metadata (NBD carries data only).
+    pub fn remote(config: RemoteConfig) -> Result<FalconBackend, String> {
+        FalconBackend::start(move |shared, ready| {
+            let nsid = config.nsid;
+            let control = config.control;
+            let device = match RemoteInitiator::connect(config) {
+                Ok(device) => device,
+                Err(e) => {
+                    let _ = ready.send(Err(e.to_string()));
+                    return GatewayFigures::default();
+                }
+            };
+            let format = NvmeDevice::format(&device);
+            if format.metadata != MetadataSize::None {
+                let _ = ready.send(Err(format!(
+                    "namespace {nsid} of the target at {control} has {} bytes of metadata per block; an NBD export carries data only",
+                    format.metadata.bytes()
+                )));
+                return GatewayFigures::default();
+            }
+            let takes_flush = device.takes_flush();
+            if !takes_flush {
+                tracing::warn!(
+                    %control,
+                    "the target does not take NVMe Flush ([target] vendor_commands): the export offers no FLUSH, and only FUA writes are durable when they complete"
+                );
+            }
+            let size = device.blocks() * format.lba_size.bytes() as u64;
+            let _ = ready.send(Ok(geometry(size, format.lba_size, takes_flush)));
+            // The UDP port's buffers stay on this thread: readers only queue
+            // requests and wake it (`shared.lcore` stays empty).
+            let mut lcore = Lcore::new(device);
+            run(shared, || Some(lcore.drive(&shared.inbox, usize::MAX)));
+            lcore.finish()
+        })
+    }
+
+    /// The lcore thread running `body`, which says on `ready` the export's
+    /// geometry once its device is up, or why it is not.
+    fn start(
+        body: impl FnOnce(&Shared, &mpsc::Sender<Result<Geometry, String>>) -> GatewayFigures
+            + Send
+            + 'static,
+    ) -> Result<FalconBackend, String> {
         let shared = Arc::new(Shared {
             inbox: Mutex::new(Inbox::default()),
             lcore: Mutex::new(None),
@@ -182,31 +266,21 @@ impl FalconBackend {
         let lcore_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("nvme-lcore".into())
-            .spawn(move || {
-                match NvmePair::new(&config) {
-                    Ok(pair) => {
-                        *lock(&lcore_shared.lcore) = Some(Lcore::new(pair, lba_size));
-                        let _ = ready_tx.send(Ok(()));
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return GatewayFigures::default();
-                    }
-                };
-                run(&lcore_shared)
-            })
+            .spawn(move || body(&lcore_shared, &ready_tx))
             .map_err(|e| format!("lcore thread: {e}"))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
+        let geometry = match ready_rx.recv() {
+            Ok(Ok(geometry)) => geometry,
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err("the lcore thread ended while starting".into()),
-        }
-        Ok(FalconBackend {
+        };
+        let backend = FalconBackend {
             geometry,
             shared,
             lcore_thread: thread.thread().clone(),
             thread: Mutex::new(Some(thread)),
-        })
+        };
+        geometry.validate()?;
+        Ok(backend)
     }
 
     /// Stops the lcore thread once the requests queued and the iCMDs in
@@ -217,6 +291,27 @@ impl FalconBackend {
         self.lcore_thread.unpark();
         let thread = lock(&self.thread).take()?;
         thread.join().ok()
+    }
+}
+
+/// The export of `size` bytes of `lba_size` blocks.
+fn geometry(size: u64, lba_size: LbaSize, flush: bool) -> Geometry {
+    Geometry {
+        size,
+        block: BlockSize {
+            minimum: lba_size.bytes() as u32,
+            preferred: 4096,
+            maximum: MAX_PAYLOAD,
+        },
+        caps: Capabilities {
+            read_only: false,
+            flush,
+            fua: true,
+            trim: false,
+            write_zeroes: false,
+            // One target namespace behind every connection, no cache.
+            multi_conn: true,
+        },
     }
 }
 
@@ -246,6 +341,7 @@ impl Backend for FalconBackend {
             request,
             completion,
             write: None,
+            retries: 0,
         });
     }
 
@@ -277,52 +373,75 @@ enum Drive {
     /// iCMDs in flight: the last turn did nothing (a timer to wait for),
     /// or the turns ran out.
     InFlight,
+    /// Requests wait for the connection to a remote target to be set up
+    /// again: nothing to do before the next attempt.
+    Reconnecting,
 }
 
-/// The lcore thread: turns the pair when no reader does, until stopped and
-/// drained (see the module doc).
-fn run(shared: &Shared) -> GatewayFigures {
+/// The lcore thread: `drive` turns the device (`None`: it is gone) when
+/// no reader does, until stopped and drained (see the module doc).
+fn run(shared: &Shared, mut drive: impl FnMut() -> Option<Drive>) {
     let mut stopping_since: Option<Instant> = None;
     loop {
         let closed = lock(&shared.inbox).closed;
-        let drive = match lock(&shared.lcore).as_mut() {
-            Some(lcore) => lcore.drive(&shared.inbox, usize::MAX),
-            None => return GatewayFigures::default(),
+        let Some(drive) = drive() else {
+            return;
         };
         if closed {
             if drive == Drive::Idle {
-                break;
+                return;
             }
             let since = *stopping_since.get_or_insert_with(Instant::now);
             if since.elapsed() > STOP_DRAIN {
-                break;
+                return;
             }
         }
         match drive {
             // A request queued since (and its unplug) is not lost: the
             // unplug's token ends this park at once.
-            Drive::Idle => std::thread::park_timeout(IDLE_WAIT),
+            Drive::Idle | Drive::Reconnecting => std::thread::park_timeout(IDLE_WAIT),
             // Nothing moved: let the readers sharing this CPU have it.
             Drive::InFlight => std::thread::yield_now(),
         }
     }
-    match lock(&shared.lcore).take() {
-        Some(lcore) => lcore.finish(),
-        None => GatewayFigures::default(),
-    }
 }
 
-/// A request whose iCMD is in flight.
+/// Times a command the lost connection to a remote target failed
+/// (Transient Transport Error, whose Do Not Retry bit is clear: NVMe base
+/// specification §4.6.1.2) is sent again before the client gets `EIO`.
+pub const TRANSIENT_RETRIES: u8 = 3;
+
+/// A request whose iCMD (or Flush) is in flight.
 struct InFlight {
     completion: Completion,
     /// A write's number in arrival order.
     write: Option<u64>,
+    /// A read or write, to send it again; `None` for a flush.
+    resend: Option<Resend>,
+    /// A flush: the connection epoch ([`NvmeDevice::epoch`]) of the
+    /// oldest write it covers, if any.
+    covers: Option<u64>,
 }
 
-/// The pair and what the backend keeps of each request.
-struct Lcore {
-    pair: NvmePair,
+/// What sending a read or write again needs.
+struct Resend {
+    offset: u64,
+    length: u32,
+    fua: bool,
+    /// Times it was sent again.
+    retries: u8,
+}
+
+/// The initiator and what the backend keeps of each request.
+struct Lcore<D> {
+    device: D,
+    nsid: u32,
+    /// The device refused a command while its connection is down.
+    reconnecting: bool,
     lba_shift: u32,
+    /// The connection epoch ([`NvmeDevice::epoch`]) of the oldest write
+    /// completed without FUA since the last flush was sent.
+    dirty_epoch: Option<u64>,
     /// Requests that wait for room in the queue, in arrival order.
     backlog: VecDeque<Job>,
     /// Indexed by iCMD tag.
@@ -344,11 +463,14 @@ struct Lcore {
     taken: VecDeque<Job>,
 }
 
-impl Lcore {
-    fn new(pair: NvmePair, lba_size: LbaSize) -> Lcore {
+impl<D: NvmeDevice> Lcore<D> {
+    fn new(device: D) -> Lcore<D> {
         Lcore {
-            pair,
-            lba_shift: lba_size.shift(),
+            lba_shift: device.format().lba_size.shift(),
+            nsid: device.nsid(),
+            device,
+            reconnecting: false,
+            dirty_epoch: None,
             backlog: VecDeque::new(),
             in_flight: (0..QUEUE_DEPTH).map(|_| None).collect(),
             free_tags: (0..QUEUE_DEPTH as u64).rev().collect(),
@@ -376,13 +498,17 @@ impl Lcore {
             }
             self.taken = jobs;
             self.start_backlog();
-            let busy = self.pair.turn();
+            let busy = self.device.turn();
             self.complete();
             self.replies.flush();
-            let idle =
-                self.pair.outstanding() == 0 && self.backlog.is_empty() && self.flushes.is_empty();
+            let idle = self.device.outstanding() == 0
+                && self.backlog.is_empty()
+                && self.flushes.is_empty();
             if idle && lock(inbox).jobs.is_empty() {
                 return Drive::Idle;
+            }
+            if !busy && self.reconnecting && self.device.outstanding() == 0 {
+                return Drive::Reconnecting;
             }
             if !busy && !idle {
                 return Drive::InFlight;
@@ -394,7 +520,7 @@ impl Lcore {
     /// What the backend did, once stopped. Requests still here are answered
     /// EIO by their dropped [`Completion`]s.
     fn finish(mut self) -> GatewayFigures {
-        let stats = self.pair.stats();
+        let stats = self.device.stats();
         self.figures.errors_by_status = errors_by_status(&self.statuses);
         self.figures.falcon = Some(FalconFigures::from_stats(&stats));
         self.figures
@@ -426,7 +552,8 @@ impl Lcore {
 
     /// Submits queued requests while there is room.
     fn start_backlog(&mut self) {
-        while self.pair.has_room() {
+        self.reconnecting = false;
+        while self.device.has_room() {
             let Some(&tag) = self.free_tags.last() else {
                 break;
             };
@@ -437,21 +564,19 @@ impl Lcore {
                 request,
                 completion,
                 write,
+                retries,
             } = job;
             let slba = request.offset >> self.lba_shift;
             let blocks = u64::from(request.length) >> self.lba_shift;
-            let icmd = match request.op {
+            let (icmd, fua) = match request.op {
                 Op::Read => {
                     let buffers = self.read_buffers.pop().unwrap_or_default();
-                    Icmd::read(tag, NSID, slba, 0, buffers)
+                    (Icmd::read(tag, self.nsid, slba, 0, buffers), false)
                 }
                 Op::Write { data, fua } => {
-                    let icmd = Icmd::write(tag, NSID, slba, 0, Arc::new(HostBuffers::new(data)));
-                    if fua {
-                        icmd.with_fua()
-                    } else {
-                        icmd
-                    }
+                    let data = Arc::new(HostBuffers::new(data));
+                    let icmd = Icmd::write(tag, self.nsid, slba, 0, data);
+                    (if fua { icmd.with_fua() } else { icmd }, fua)
                 }
                 // Accepted requests are reads and writes only.
                 Op::Flush | Op::Trim { .. } | Op::WriteZeroes { .. } => {
@@ -464,29 +589,42 @@ impl Lcore {
                 continue;
             };
             let icmd = Icmd { nlb, ..icmd };
-            match self.pair.submit(icmd) {
+            match self.device.submit(icmd) {
                 Ok(()) => {
                     self.free_tags.pop();
                     self.figures.icmds += 1;
-                    self.in_flight[tag as usize] = Some(InFlight { completion, write });
+                    self.in_flight[tag as usize] = Some(InFlight {
+                        completion,
+                        write,
+                        resend: Some(Resend {
+                            offset: request.offset,
+                            length: request.length,
+                            fua,
+                            retries,
+                        }),
+                        covers: None,
+                    });
                 }
-                Err(refused) if refused.reason == RefuseReason::QueueFull => {
-                    let op = match refused.icmd.buffers {
-                        IcmdBuffers::Write(buffers) => Op::Write {
-                            data: Arc::try_unwrap(buffers).map(|b| b.data).unwrap_or_default(),
-                            fua: refused.icmd.fua,
-                        },
-                        IcmdBuffers::Read(_) => Op::Read,
-                    };
+                Err(refused)
+                    if matches!(
+                        refused.reason,
+                        SubmitRefusal::Initiator(RefuseReason::QueueFull)
+                            | SubmitRefusal::Reconnecting(_)
+                    ) =>
+                {
+                    // Waits for room, or for the connection to be back.
+                    self.reconnecting = matches!(refused.reason, SubmitRefusal::Reconnecting(_));
+                    let op = requeued_op(refused.icmd.buffers, refused.icmd.fua);
                     self.backlog.push_front(Job {
                         request: Request { op, ..request },
                         completion,
                         write,
+                        retries,
                     });
                     break;
                 }
                 Err(refused) => {
-                    tracing::warn!(offset = request.offset, "iCMD refused: {refused}");
+                    tracing::warn!(offset = request.offset, "iCMD refused: {}", refused.reason);
                     self.figures.refused += 1;
                     self.fail(write, completion);
                 }
@@ -504,9 +642,10 @@ impl Lcore {
         }
     }
 
-    /// Answers the requests whose iCMDs completed.
+    /// Answers the requests whose iCMDs completed; sends again those the
+    /// lost connection to a remote target failed.
     fn complete(&mut self) {
-        while let Some(done) = self.pair.poll_completion() {
+        while let Some(done) = self.device.poll_completion() {
             let tag = done.tag;
             let Some(in_flight) = self.in_flight.get_mut(tag as usize).and_then(Option::take)
             else {
@@ -514,44 +653,107 @@ impl Lcore {
                 continue;
             };
             self.free_tags.push(tag);
-            self.statuses.record(done.status);
-            let ok = done.status == Status::SUCCESS;
-            if !ok {
-                self.figures.icmd_errors += 1;
-            }
-            match done.buffers {
-                IcmdBuffers::Read(buffers) if ok => {
-                    in_flight
-                        .completion
-                        .complete_into(&mut self.replies, Ok(buffers.data));
+            let InFlight {
+                completion,
+                write,
+                resend,
+                covers,
+            } = in_flight;
+            let resend = match resend {
+                Some(r)
+                    if done.status == Status::TRANSIENT_TRANSPORT_ERROR
+                        && r.retries < TRANSIENT_RETRIES =>
+                {
+                    r
                 }
-                IcmdBuffers::Read(buffers) => {
-                    self.read_buffers.push(buffers);
-                    in_flight
-                        .completion
-                        .complete_into(&mut self.replies, Err(BackendError::Io));
+                None => {
+                    self.flushed(done.status, covers, completion);
+                    continue;
                 }
-                IcmdBuffers::Write(_) => {
-                    let result = if ok {
-                        Ok(Vec::new())
-                    } else {
-                        Err(BackendError::Io)
-                    };
-                    in_flight
-                        .completion
-                        .complete_into(&mut self.replies, result);
+                Some(r) => {
+                    if write.is_some() && !r.fua && done.status == Status::SUCCESS {
+                        // Completed, not yet durable.
+                        self.dirty_epoch.get_or_insert(self.device.epoch());
+                    }
+                    self.answer(done, completion, write);
+                    continue;
                 }
-            }
-            if let Some(number) = in_flight.write {
-                self.writes.remove(&number);
-            }
+            };
+            // Sent again in its place: ahead of the requests that came
+            // after it, and still among the writes a flush waits for.
+            self.figures.retried += 1;
+            self.backlog.push_front(Job {
+                request: Request {
+                    op: requeued_op(done.buffers, resend.fua),
+                    offset: resend.offset,
+                    length: resend.length,
+                },
+                completion,
+                write,
+                retries: resend.retries + 1,
+            });
         }
         self.complete_flushes();
     }
 
+    /// Answers a read or write.
+    fn answer(&mut self, done: IcmdCompletion, completion: Completion, write: Option<u64>) {
+        self.statuses.record(done.status);
+        let ok = done.status == Status::SUCCESS;
+        if !ok {
+            self.figures.icmd_errors += 1;
+        }
+        match done.buffers {
+            IcmdBuffers::Read(buffers) if ok => {
+                completion.complete_into(&mut self.replies, Ok(buffers.data));
+            }
+            IcmdBuffers::Read(buffers) => {
+                self.read_buffers.push(buffers);
+                completion.complete_into(&mut self.replies, Err(BackendError::Io));
+            }
+            IcmdBuffers::Write(_) => {
+                let result = if ok {
+                    Ok(Vec::new())
+                } else {
+                    Err(BackendError::Io)
+                };
+                completion.complete_into(&mut self.replies, result);
+            }
+        }
+        if let Some(number) = write {
+            self.writes.remove(&number);
+        }
+    }
+
+    /// Answers a flush. It succeeds only if the writes it covers were
+    /// completed by the target it reached: after a reconnection the target
+    /// may have restarted and lost them (its volatile cache), so the flush
+    /// fails with `EIO`, once (the loss is reported to the client that
+    /// asks, as a file system reports a writeback error once).
+    fn flushed(&mut self, status: Status, covers: Option<u64>, completion: Completion) {
+        self.statuses.record(status);
+        let ok = status == Status::SUCCESS;
+        let lost = covers.is_some_and(|epoch| epoch != self.device.epoch());
+        if ok && !lost {
+            completion.complete_into(&mut self.replies, Ok(Vec::new()));
+            return;
+        }
+        self.figures.flush_errors += 1;
+        if ok {
+            tracing::warn!(
+                "flush: the connection to the target was set up again since writes it covers completed; they may be lost: EIO"
+            );
+        } else if let Some(epoch) = covers {
+            // Still not durable: the next flush covers them.
+            let dirty = self.dirty_epoch.get_or_insert(epoch);
+            *dirty = (*dirty).min(epoch);
+        }
+        completion.complete_into(&mut self.replies, Err(BackendError::Io));
+    }
+
     /// Flushes whose earlier writes have all completed go to the target
-    /// as an NVMe Flush (the vendor Command Request, which the pair's ends
-    /// both take): its success makes those writes durable.
+    /// as an NVMe Flush (the vendor Command Request, which both ends take):
+    /// its success makes those writes durable.
     fn complete_flushes(&mut self) {
         let oldest = self.writes.first().copied().unwrap_or(u64::MAX);
         while self
@@ -566,24 +768,50 @@ impl Lcore {
             let Some((_, completion)) = self.flushes.pop_front() else {
                 break;
             };
-            match NvmeDevice::flush(&mut self.pair, tag) {
+            match self.device.flush(tag) {
                 Ok(()) => {
                     // Not an iCMD: `icmds` counts reads and writes.
                     self.free_tags.pop();
                     self.in_flight[tag as usize] = Some(InFlight {
                         completion,
                         write: None,
+                        resend: None,
+                        covers: self.dirty_epoch.take(),
                     });
+                }
+                Err(SubmitRefusal::Reconnecting(_)) => {
+                    // Sent once the connection is back (and then fails if
+                    // the writes it covers may be lost).
+                    self.reconnecting = true;
+                    self.flushes.push_front((0, completion));
+                    break;
                 }
                 Err(refused) => {
                     tracing::warn!("flush refused: {refused}");
                     self.figures.refused += 1;
-                    self.fail(None, completion);
+                    self.figures.flush_errors += 1;
+                    completion.complete_into(&mut self.replies, Err(BackendError::Io));
                 }
             }
         }
     }
 }
+
+/// A refused or failed command's operation, its buffer back.
+fn requeued_op(buffers: IcmdBuffers, fua: bool) -> Op {
+    match buffers {
+        IcmdBuffers::Write(buffers) => Op::Write {
+            data: Arc::try_unwrap(buffers)
+                .map(|b| b.data)
+                .unwrap_or_else(|shared| shared.data.clone()),
+            fua,
+        },
+        IcmdBuffers::Read(_) => Op::Read,
+    }
+}
+
+#[cfg(test)]
+mod remote_tests;
 
 #[cfg(test)]
 mod tests {

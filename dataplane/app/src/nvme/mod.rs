@@ -143,6 +143,10 @@ pub trait NvmeDevice {
     fn nsid(&self) -> u32;
     /// What carries the commands, for reports.
     fn transport(&self) -> String;
+    /// Changes when the connection to the target is set up again: the
+    /// target may have restarted in between, losing writes that were not
+    /// yet durable.
+    fn epoch(&self) -> u64;
 }
 
 /// A command [`NvmeDevice::submit`] did not take, handed back.
@@ -265,6 +269,10 @@ impl NvmeDevice for NvmePair {
 
     fn transport(&self) -> String {
         "NVMe over Falcon, in-process loopback (unordered connection, PSP, Swift)".into()
+    }
+    fn epoch(&self) -> u64 {
+        // One connection for the pair's life.
+        1
     }
 }
 

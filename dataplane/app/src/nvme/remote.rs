@@ -194,6 +194,8 @@ pub struct RemoteInitiator<P: Port + OfferPort = UdpPort, C: Clock = SystemClock
     connects: u64,
     disconnects: u64,
     target_control: SocketAddr,
+    /// The target takes NVMe Flush (our vendor Command Request).
+    takes_flush: bool,
 }
 
 impl<P: Port + OfferPort, C: Clock> std::fmt::Debug for RemoteInitiator<P, C> {
@@ -296,8 +298,8 @@ impl<P: Port + OfferPort, C: Clock> RemoteInitiator<P, C> {
         };
         let format = format_of(chosen).map_err(failed)?;
         let blocks = chosen.blocks;
-        let initiator =
-            initiator(&config, &namespaces, theirs.vendor_commands, link.cid).map_err(failed)?;
+        let takes_flush = theirs.vendor_commands;
+        let initiator = initiator(&config, &namespaces, takes_flush, link.cid).map_err(failed)?;
         let target_control = link.channel.peer();
         Ok(RemoteInitiator {
             config,
@@ -316,12 +318,19 @@ impl<P: Port + OfferPort, C: Clock> RemoteInitiator<P, C> {
             connects: 1,
             disconnects: 0,
             target_control,
+            takes_flush,
         })
     }
 
     /// Whether the connection to the target is up.
     pub fn is_connected(&self) -> bool {
         matches!(self.state, State::Connected(_))
+    }
+
+    /// Whether the target takes NVMe Flush (its offer's `vendor_commands`,
+    /// ulp.md §3.9): without it [`NvmeDevice::flush`] is refused.
+    pub fn takes_flush(&self) -> bool {
+        self.takes_flush
     }
 
     /// Connections set up so far (the first one included).
@@ -614,6 +623,10 @@ impl<P: Port + OfferPort, C: Clock> NvmeDevice for RemoteInitiator<P, C> {
 
     fn nsid(&self) -> u32 {
         self.config.nsid
+    }
+
+    fn epoch(&self) -> u64 {
+        self.connects
     }
 
     fn transport(&self) -> String {
