@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use falcon_core::api::{Clock, Port};
+use falcon_core::testing::Faults;
 use falcon_core::random::{Random, SplitMix64};
 use hdrhistogram::Histogram;
 use nvme_ulp::data::HostBuffers;
@@ -312,7 +313,7 @@ fn pair_config(args: &NvmePerfArgs) -> Result<PairConfig> {
         format: Format { lba_size, metadata },
         size: args.size,
         queue_depth: args.queue_depth as usize,
-        loss_ppm: (args.loss * 10_000.0).round() as u32,
+        faults: loopback_faults(args.loss),
         seed: args.seed,
         icmd_timeout: ICMD_TIMEOUT,
         ..PairConfig::default()
@@ -430,6 +431,18 @@ pub fn run(args: &NvmePerfArgs) -> Result<Report> {
             let mut pair = NvmePair::new(&config)?;
             drive(args, &mut pair, workload)
         }
+    }
+}
+
+/// `--loss PERCENT`: that share of the frames lost and as many held back
+/// 20 µs (reordered), each way.
+fn loopback_faults(percent: f64) -> Faults {
+    let ppm = (percent * 10_000.0).round() as u32;
+    Faults {
+        loss_ppm: ppm,
+        reorder_ppm: ppm,
+        reorder_delay: Duration::from_micros(20),
+        ..Faults::default()
     }
 }
 

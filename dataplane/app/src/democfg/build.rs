@@ -58,9 +58,12 @@ pub struct NvmeWorkload {
     /// Command sizes, bytes: each a whole number of the pair's blocks
     /// within [`MIN_IO`]..=[`MAX_IO`].
     pub sizes: Vec<u64>,
-    /// Frames the pair's loopback loses, and holds back, each, parts per
-    /// million: `faults.loss` (one rate for both is what the pair takes).
-    pub loss_ppm: u32,
+    /// The pair's loopback faults: `[faults]`, as the Falcon workload's.
+    pub faults: Faults,
+    /// The configuration the pair's engines are built from (`[node]`,
+    /// `[psp]`, `[rue]`, `[delivery]`, `[resources]`, ...; the connection
+    /// unordered, as NVMe over Falcon's are).
+    pub engines: Box<DemoConfig>,
     pub seed: u64,
     /// A command not complete after this long fails in error: the
     /// workload's timeout, at most Linux's 30 s I/O timeout.
@@ -395,7 +398,8 @@ fn nvme(config: &DemoConfig, workload: &Workload, origin: &Origin) -> Result<Opt
         commands: n.commands,
         queue_depth: n.queue_depth,
         sizes,
-        loss_ppm: ppm(config.faults.loss),
+        faults: faults(config, &Origin::default())?,
+        engines: Box::new(config.clone()),
         seed: workload.seed,
         icmd_timeout: workload.timeout.min(NVME_ICMD_TIMEOUT),
     }))
@@ -673,7 +677,14 @@ mod tests {
                 commands: 2000,
                 queue_depth: 16,
                 sizes: vec![4096, 16384, 65536, 262144, 1048576],
-                loss_ppm: 10_000,
+                faults: Faults {
+                    loss_ppm: 10_000,
+                    duplicate_ppm: 1_000,
+                    reorder_ppm: 20_000,
+                    reorder_delay: Duration::from_micros(20),
+                    corrupt_ppm: 0,
+                },
+                engines: Box::new(DemoConfig::default()),
                 seed: 1,
                 icmd_timeout: Duration::from_secs(30),
             })
@@ -687,6 +698,8 @@ mod tests {
             c.nvme.queue_depth = 3;
             c.nvme.sizes = vec![8192, 4608];
             c.faults.loss = 0.05;
+            c.faults.reorder = 0.03;
+            c.psp.enabled = false;
             c.workload.seed = 9;
             c.workload.timeout_s = 2.0;
         })
@@ -694,7 +707,12 @@ mod tests {
         let nvme = s.nvme.unwrap();
         assert_eq!((nvme.commands, nvme.queue_depth), (7, 3));
         assert_eq!(nvme.sizes, [8192, 4608]);
-        assert_eq!((nvme.loss_ppm, nvme.seed), (50_000, 9));
+        assert_eq!(
+            (nvme.faults.loss_ppm, nvme.faults.reorder_ppm, nvme.seed),
+            (50_000, 30_000, 9)
+        );
+        // The pair's engines come from the same file.
+        assert!(!nvme.engines.psp.enabled);
         assert_eq!(nvme.icmd_timeout, Duration::from_secs(2));
         assert_eq!(build(|c| c.nvme.enabled = false).unwrap().nvme, None);
     }

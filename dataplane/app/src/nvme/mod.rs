@@ -39,7 +39,7 @@ use nvme_ulp::namespace::{Execution, Namespace, NamespaceConfig, Protection, Wor
 use nvme_ulp::target::{Target, TargetConfig, TargetStats};
 
 use crate::democfg::build::setup;
-use crate::democfg::schema::{DemoConfig, Ordering};
+use crate::democfg::schema::{DemoConfig, Ordering, RuePlacement};
 use crate::democfg::Origin;
 use crate::error::{AppError, Result};
 
@@ -60,9 +60,13 @@ pub struct PairConfig {
     pub size: u64,
     /// iCMDs outstanding at most.
     pub queue_depth: usize,
-    /// Frames lost and frames held back (reordered), parts per million
-    /// each, in both directions.
-    pub loss_ppm: u32,
+    /// The loopback's seeded faults, in both directions.
+    pub faults: Faults,
+    /// The configuration the engines are built from (`None`: the demo's
+    /// embedded default, PSP on, Swift inline); the connection is made
+    /// unordered whatever it says (NVMe-0.9 §7, ulp.md §3.1), and the RUE
+    /// inline.
+    pub engines: Option<Box<DemoConfig>>,
     /// The loopback's one-way delay (2 µs by default, a short link).
     pub one_way_delay: Duration,
     pub seed: u64,
@@ -80,7 +84,8 @@ impl Default for PairConfig {
             },
             size: 64 << 20,
             queue_depth: 128,
-            loss_ppm: 0,
+            faults: Faults::default(),
+            engines: None,
             one_way_delay: LoopbackConfig::default().one_way_delay,
             seed: 1,
             icmd_timeout: Duration::from_secs(30),
@@ -306,9 +311,11 @@ impl NvmePair {
         let failed =
             |what: &str, e: &dyn std::fmt::Display| AppError::Failed(format!("{what}: {e}"));
 
-        // The demo's engines: PSP on, Swift inline; unordered for NVMe.
-        let mut demo = DemoConfig::default();
+        // The demo's engines; unordered for NVMe.
+        let mut demo = config.engines.as_deref().cloned().unwrap_or_default();
         demo.connection.ordering = Ordering::Unordered;
+        // The pair's loops have no RUE core beside them.
+        demo.rue.placement = RuePlacement::Inline;
         let demo = setup(&demo, &Origin::default())?;
         let clock = SystemClock::new();
         let mut now_clock = clock;
@@ -321,12 +328,7 @@ impl NvmePair {
         pair.ordering = OrderingMode::Unordered;
         connect(now, &mut a, &mut b, &pair).map_err(|e| failed("connect", &e))?;
 
-        let faults = Faults {
-            loss_ppm: config.loss_ppm,
-            reorder_ppm: config.loss_ppm,
-            reorder_delay: Duration::from_micros(20),
-            ..Faults::default()
-        };
+        let faults = config.faults;
         let (pa, pb) = Loopback::pair(LoopbackConfig {
             one_way_delay: config.one_way_delay,
             ..LoopbackConfig::default()
@@ -515,7 +517,12 @@ mod tests {
 
     fn read_back(storage: Execution) {
         let config = PairConfig {
-            loss_ppm: Faults::percent(2),
+            faults: Faults {
+                loss_ppm: Faults::percent(2),
+                reorder_ppm: Faults::percent(2),
+                reorder_delay: Duration::from_micros(20),
+                ..Faults::default()
+            },
             storage,
             ..PairConfig::default()
         };

@@ -36,7 +36,7 @@ use nvme_ulp::Status;
 use super::report::{psp_label, size, NvmeReport};
 use crate::cmd::nvme_io::{check_read, fill, latency_histogram, Latency};
 use crate::cmd::nvme_perf::{errors_by_status, FalconFigures};
-use crate::democfg::{DemoConfig, NvmeWorkload};
+use crate::democfg::NvmeWorkload;
 use crate::error::Result;
 use crate::nvme::{NvmePair, PairConfig, NSID};
 
@@ -66,7 +66,8 @@ const UNKNOWN: u32 = u32::MAX;
 pub(super) fn run(workload: &NvmeWorkload, quiet: bool) -> Result<(NvmeReport, Vec<String>)> {
     let config = PairConfig {
         queue_depth: workload.queue_depth,
-        loss_ppm: workload.loss_ppm,
+        faults: workload.faults,
+        engines: Some(workload.engines.clone()),
         seed: workload.seed,
         icmd_timeout: workload.icmd_timeout,
         ..PairConfig::default()
@@ -120,11 +121,11 @@ pub(super) fn run(workload: &NvmeWorkload, quiet: bool) -> Result<(NvmeReport, V
     Ok(plan.finish(&config, elapsed, falcon))
 }
 
-/// How the pair's engines run: [`NvmePair`] builds them from the embedded
-/// default, connected unordered (NVMe-0.9 §7: commands complete in any
-/// order).
-fn transport() -> String {
-    let d = DemoConfig::default();
+/// How the pair's engines run: [`NvmePair`] builds them from `config`'s
+/// engines (the demo's file), connected unordered (NVMe-0.9 §7: commands
+/// complete in any order), the RUE inline.
+fn transport(config: &PairConfig) -> String {
+    let d = config.engines.as_deref().cloned().unwrap_or_default();
     let psp = match psp_label(&d) {
         "off" => "PSP off".to_string(),
         label => format!("PSP on ({label})"),
@@ -495,7 +496,7 @@ impl Plan {
             .collect();
         let report = NvmeReport {
             ok: failed == 0 && c.commands == self.commands,
-            transport: transport(),
+            transport: transport(config),
             commands: c.commands,
             reads: c.reads,
             writes: c.writes,
@@ -509,8 +510,8 @@ impl Plan {
             sizes: self.sizes.iter().map(|blocks| blocks * block).collect(),
             lba_size_bytes: block,
             namespace_bytes: config.size,
-            loss: f64::from(config.loss_ppm) / 1e6,
-            reorder: f64::from(config.loss_ppm) / 1e6,
+            loss: f64::from(config.faults.loss_ppm) / 1e6,
+            reorder: f64::from(config.faults.reorder_ppm) / 1e6,
             elapsed_s: secs,
             iops: c.commands as f64 / secs,
             mib_s: (c.bytes_read + c.bytes_written) as f64 / secs / f64::from(1 << 20),
@@ -541,7 +542,8 @@ mod tests {
             commands,
             queue_depth: 8,
             sizes: vec![4096, 8192, 65536],
-            loss_ppm: 0,
+            faults: falcon_core::testing::Faults::default(),
+            engines: Box::default(),
             seed: 3,
             icmd_timeout: Duration::from_secs(1),
         }
