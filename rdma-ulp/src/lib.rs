@@ -58,5 +58,17 @@
 //! `rdma-perf` tool.
 #![forbid(unsafe_code)]
 
+pub mod data;
+mod device;
+pub mod segment;
 pub mod seq;
+pub mod verbs;
 pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use data::RdmaData;
+pub use device::{
+    Device, DeviceCaps, DeviceStats, Refusal, RemoteCode, MAX_MESSAGE_LEN, UD_GRH_LEN,
+};
