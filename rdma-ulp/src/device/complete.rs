@@ -67,7 +67,7 @@ impl Device {
     /// Reports the send work requests of QP slot `index` that are due
     /// (see the module doc) and retires them from its send queue.
     pub(super) fn retire_sends(&mut self, index: u32) {
-        let mut due = Vec::new();
+        let mut due = core::mem::take(&mut self.send_scratch);
         let Some(qp) = self.qps.at_mut(index) else {
             return;
         };
@@ -93,7 +93,7 @@ impl Device {
                 qp.sq_base += 1;
             }
         }
-        for (wc, ok) in due {
+        for (wc, ok) in due.drain(..) {
             if ok {
                 self.stats.sends_ok += 1;
             } else {
@@ -103,6 +103,7 @@ impl Device {
                 self.push_wc(cq, index, wc);
             }
         }
+        self.send_scratch = due;
     }
 
     /// A send posted to a QP in ERR: flushed at once.
@@ -120,7 +121,7 @@ impl Device {
     /// Reports the receives of QP slot `index` that are due, in RMSN order
     /// (strong, weak) or as they complete (unordered).
     pub(super) fn retire_receives(&mut self, index: u32) {
-        let mut due = Vec::new();
+        let mut due = core::mem::take(&mut self.recv_scratch);
         let Some(qp) = self.qps.at_mut(index) else {
             return;
         };
@@ -171,10 +172,11 @@ impl Device {
                 responder.base = responder.base.next();
             }
         }
-        for wc in due {
+        for wc in due.drain(..) {
             self.stats.receives += 1;
             self.push_wc(cq, index, wc);
         }
+        self.recv_scratch = due;
     }
 
     /// Moves QP slot `index` to ERR (see the module doc): `failed` (a work

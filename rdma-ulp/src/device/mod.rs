@@ -124,6 +124,9 @@ pub struct Device {
     active: VecDeque<u32>,
     /// QPs whose completion overran a CQ: to ERR at the end of the call.
     overran: Vec<u32>,
+    /// Completions being reported, reused (no allocation per completion).
+    send_scratch: Vec<(Option<WorkCompletion>, bool)>,
+    recv_scratch: Vec<WorkCompletion>,
     events: VecDeque<AsyncEvent>,
     /// Epochs are unique across QPs (a new QP in a reused slot never
     /// takes a completion of its predecessor for its own).
@@ -152,6 +155,8 @@ impl Device {
             flow: Flow::default(),
             active: VecDeque::new(),
             overran: Vec::new(),
+            send_scratch: Vec::new(),
+            recv_scratch: Vec::new(),
             events: VecDeque::new(),
             next_epoch: 1,
             stats: DeviceStats::default(),

@@ -151,6 +151,12 @@ pub(crate) struct Responder {
     /// alike, and in strong ordering the next message may start while it
     /// is still open.
     pub(crate) last_failed: Option<Rmsn>,
+    /// Strong ordering: the request this QP RNR-NACKed, awaited again;
+    /// every later request is RNR-NACKed until it is taken (Falcon-0.9
+    /// §8.5.3.4: on an ordered connection the requests behind an RNR
+    /// "continue to be RNR NACKed until the ULP accepts" it; the engine
+    /// holds those not yet delivered, the ULP NACKs those it holds).
+    pub(crate) rnr_hold: Option<Sn>,
 }
 
 impl Responder {
@@ -164,6 +170,7 @@ impl Responder {
             write_open: false,
             write_bytes: 0,
             last_failed: None,
+            rnr_hold: None,
         }
     }
 }

@@ -103,14 +103,16 @@ struct Ready {
     fence: bool,
 }
 
-/// What the QP can do next.
+/// What the QP can do next. Returned by value once per piece: boxing the
+/// ready piece would allocate per packet.
+#[allow(clippy::large_enum_variant)]
 enum Step {
     /// Nothing to submit now (empty, waiting for completions, not RTS).
     Idle,
     /// Out of credits: stays active until the Xon.
     Blocked,
     Failed(u64, Failure),
-    Ready(Box<Ready>),
+    Ready(Ready),
 }
 
 impl Device {
@@ -187,7 +189,7 @@ impl Device {
                 Step::Blocked => return true,
                 Step::Failed(seq, failure) => self.wr_failed(index, seq, failure),
                 Step::Ready(ready) => {
-                    if !self.submit_piece(now, engine, index, *ready) {
+                    if !self.submit_piece(now, engine, index, ready) {
                         return true;
                     }
                 }
@@ -256,7 +258,7 @@ impl Device {
             }
         }
         match build(&self.mrs, qp, entry, seq, connection, index) {
-            Ok(ready) => Step::Ready(Box::new(ready)),
+            Ok(ready) => Step::Ready(ready),
             Err(failure) => Step::Failed(seq, failure),
         }
     }
@@ -925,7 +927,9 @@ fn body_of(
         });
     }
     let key_refused = Failure::local(WcStatus::LocProtErr, VENDOR_LOCAL_KEY);
-    let mut segments: Vec<Segment> = Vec::new();
+    // A piece inside one scatter entry (the usual case) allocates nothing.
+    let mut first: Option<Segment> = None;
+    let mut more: Vec<Segment> = Vec::new();
     let mut at = 0usize;
     for sge in entry.wr.sg_list.iter() {
         let sge_len = sge.length as usize;
@@ -945,15 +949,22 @@ fn body_of(
                 Access::EMPTY,
             )
             .map_err(|_| key_refused)?;
-        segments.push(Segment {
+        let segment = Segment {
             region: span.region,
             offset: span.offset,
             len: span.len,
-        });
+        };
+        match &first {
+            None => first = Some(segment),
+            Some(_) => more.push(segment),
+        }
     }
-    match segments.len() {
-        0 => Err(key_refused),
-        1 => Ok(Body::Region(segments.remove(0))),
-        _ => Ok(Body::Gather(segments.into())),
+    match (first, more.is_empty()) {
+        (None, _) => Err(key_refused),
+        (Some(segment), true) => Ok(Body::Region(segment)),
+        (Some(segment), false) => {
+            more.insert(0, segment);
+            Ok(Body::Gather(more.into()))
+        }
     }
 }

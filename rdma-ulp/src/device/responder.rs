@@ -176,6 +176,10 @@ impl Device {
         }
         let strong = qp.info.init.ordering == QpOrdering::Strong;
         if strong {
+            if qp.responder.rnr_hold.is_some_and(|held| held != rbth.sn) {
+                self.stats.refuse(Refusal::NoReceive);
+                return (Verdict::Rnr(qp.info.min_rnr_timer), Some(index));
+            }
             // In order, every request comes once: an SN before the next
             // expected is a replay. A gap is a request Falcon resynced away
             // (timed out), which the requester saw fail.
@@ -195,8 +199,11 @@ impl Device {
                 Verdict::Fail(RemoteCode::InvalidRequest)
             }
         };
-        if strong && !matches!(verdict, Verdict::Rnr(_)) {
-            if let Some(qp) = self.qps.at_mut(index) {
+        if let Some(qp) = self.qps.at_mut(index).filter(|_| strong) {
+            if let Verdict::Rnr(_) = verdict {
+                qp.responder.rnr_hold = Some(rbth.sn);
+            } else {
+                qp.responder.rnr_hold = None;
                 qp.responder.expected_sn = rbth.sn.next();
             }
         }
@@ -280,6 +287,7 @@ impl Device {
             message.done = true;
             Verdict::Fail(code)
         };
+        let early = i > 0 || offset != message.received;
         match scatter(mrs, pd, &message.wqe.sg_list, offset, packet.payload) {
             Ok(()) => {}
             Err(Scatter::TooLong) => {
@@ -293,6 +301,7 @@ impl Device {
         }
         let len = packet.payload.len() as u64;
         self.stats.bytes_placed += len;
+        self.stats.placed_out_of_order += u64::from(early);
         message.received += len;
         if ends {
             message.total = Some(offset + len);

@@ -126,6 +126,9 @@ pub struct DeviceStats {
     pub bytes_placed: u64,
     /// Bytes served to READs.
     pub bytes_served: u64,
+    /// SEND packets placed before an earlier packet of their QP's
+    /// messages (weak and unordered QPs place as packets come).
+    pub placed_out_of_order: u64,
     pub atomics_executed: u64,
     /// Pull answers (data or error) kept for after a Data-class Xon.
     pub answer_waits: u64,

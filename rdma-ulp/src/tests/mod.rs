@@ -11,7 +11,11 @@
 //! modes), `security.rs` (a hostile peer), `flow.rs` (RNR, credits,
 //! atomics under loss), `verbs.rs` (state machine, SRQ, CQ overrun, UD).
 
+mod flow;
+mod modes;
 mod ops;
+mod security;
+mod verbs;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -19,8 +23,8 @@ use std::rc::Rc;
 use core::time::Duration;
 
 use falcon_core::api::{
-    connect, Clock, ConnectionHandle, ConnectionId, CreditLimits, Engine, EngineConfig,
-    EthernetAddress, Lcore, PairSpec, PspConfig, RnrTimeout, Timestamp,
+    connect, Clock, ConnectionHandle, ConnectionId, CreditLimits, DeliveryConfig, Engine,
+    EngineConfig, EthernetAddress, Lcore, PairSpec, PspConfig, RnrTimeout, Timestamp,
 };
 use falcon_core::testing::{FaultInjector, Faults, Loopback, LoopbackConfig, LoopbackPort};
 
@@ -63,6 +67,8 @@ pub(crate) struct Setup {
     pub(crate) access: Access,
     pub(crate) sq_sig_all: bool,
     pub(crate) one_way_delay: Duration,
+    /// Delivery parameters of the connections (`None`: the engine's).
+    pub(crate) delivery: Option<DeliveryConfig>,
 }
 
 impl Default for Setup {
@@ -92,6 +98,7 @@ impl Default for Setup {
                 | Access::REMOTE_ATOMIC,
             sq_sig_all: false,
             one_way_delay: Duration::from_micros(2),
+            delivery: None,
         }
     }
 }
@@ -177,6 +184,8 @@ pub(crate) struct Pair {
     /// Completions taken from the CQs so far, per side.
     pub(crate) wa: Vec<WorkCompletion>,
     pub(crate) wb: Vec<WorkCompletion>,
+    /// Each step takes the completions from the CQs (else they stay).
+    pub(crate) drain: bool,
 }
 
 impl Pair {
@@ -203,6 +212,7 @@ impl Pair {
                 b_cid: ConnectionId::truncating(0x1000 + i as u32),
                 ordering: setup.ordering.falcon(),
                 credits: setup.credits,
+                delivery: setup.delivery.clone(),
                 ..PairSpec::default()
             };
             let (ca, cb) = connect(now, &mut a, &mut b, &spec).expect("connect");
@@ -242,6 +252,7 @@ impl Pair {
             nb,
             wa: Vec::new(),
             wb: Vec::new(),
+            drain: true,
         }
     }
 
@@ -254,8 +265,10 @@ impl Pair {
     pub(crate) fn step(&mut self) -> bool {
         let turn_a = self.a.turn(&mut self.na.device);
         let turn_b = self.b.turn(&mut self.nb.device);
-        self.wa.extend(self.na.drain());
-        self.wb.extend(self.nb.drain());
+        if self.drain {
+            self.wa.extend(self.na.drain());
+            self.wb.extend(self.nb.drain());
+        }
         if !turn_a.is_idle() || !turn_b.is_idle() {
             return true;
         }

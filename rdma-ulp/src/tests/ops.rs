@@ -194,7 +194,11 @@ pub(super) fn bulk(percent: u32, seed: u64, ordering: QpOrdering) {
     for qp in 0..QPS {
         for (m, &len) in sizes.iter().enumerate().take(MESSAGES) {
             let seed = (qp * 100 + m) as u64;
-            let op = (qp + m) % 3;
+            let mut op = (qp + m) % 3;
+            if op == 2 && ordering == QpOrdering::Unordered && len > 1024 {
+                // RDMA-0.9 §6.4: an unordered QP's SENDs are one MTU.
+                op = 0;
+            }
             let (a_region, a_mr) = pair.na.region(len, seed, all);
             let (b_region, b_mr) = pair.nb.region(len, seed + 10_000, all);
             let remote_addr = b_mr.addr();
