@@ -610,10 +610,16 @@ impl Device {
     ///
     /// [`VerbsError::UnknownHandle`].
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
+        let index = self
+            .qps
+            .index(qpn)
+            .ok_or(VerbsError::UnknownHandle { what: "QP" })?;
         let qp = self
             .qps
             .remove(qpn)
             .ok_or(VerbsError::UnknownHandle { what: "QP" })?;
+        self.active.retain(|&i| i != index);
+        self.overran.retain(|&i| i != index);
         let init = qp.info.init;
         for cq in [init.send_cq, init.recv_cq] {
             if let Some(entry) = self.cqs.get_mut(cq.0) {

@@ -20,6 +20,12 @@
 //! | atomics | a pull | RBTH, AtomicETH, SETH, STETH |
 //! | UD SEND | one push of at most one MTU | RBTH, DETH (Q_Key, our QPN); ImmDt |
 //!
+//! RDMA-0.9 §8.3.2 says the RMSN of an outbound "Send Immediate or Write
+//! Immediate" names the receive it consumes, then that it increments after
+//! the last packet of "an outbound Send or Write with Immediate data";
+//! ulp.md §1.9 reads both as SEND (every one, as every SEND consumes a
+//! receive in verbs) and WRITE with immediate, and so do we.
+//!
 //! Weak ordering (placement out of order, completions in order): a WRITE
 //! with immediate's first and last packets go out only when none of the
 //! QP's packets is in flight, and nothing follows the last until it
@@ -513,9 +519,13 @@ impl Device {
         // came on is dropped, without a NACK. Its request is then never
         // answered, as when a response is lost for good: the transport
         // gave up on it.
-        let named = self.qps.index(rbth.destination_qp);
-        let on_its_connection = named
-            .and_then(|i| self.qps.at(i))
+        let Some(named) = self.qps.index(rbth.destination_qp) else {
+            self.stats.refuse(Refusal::BadResponse);
+            return Err(bad);
+        };
+        let on_its_connection = self
+            .qps
+            .at(named)
             .is_some_and(|qp| qp.connection == Some(connection));
         if !on_its_connection {
             self.stats.refuse(Refusal::ResponseWrongCid);
@@ -526,7 +536,7 @@ impl Device {
                 consumed: false,
             });
         }
-        if named != Some(piece.qp) || rbth.sn != piece.sn {
+        if named != piece.qp || rbth.sn != piece.sn {
             self.stats.refuse(Refusal::BadResponse);
             return Err(bad);
         }

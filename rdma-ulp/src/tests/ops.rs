@@ -418,3 +418,46 @@ fn signalled_unsignalled_and_inline_sends() {
     pair.until_completions(1, 0);
     assert_eq!(pair.wa[0].status, WcStatus::LocProtErr);
 }
+
+/// A measurement, not a check: wall-clock goodput of 64 KiB RDMA WRITEs
+/// over one QP, PSP on, lossless, both engines and devices on this thread
+/// (so it is the cost of both ends). Run with
+/// `cargo test --release -p rdma-ulp write_goodput -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement; run it in release"]
+fn write_goodput() {
+    const MESSAGE: u32 = 64 * 1024;
+    const MESSAGES: u64 = 4000;
+    const DEPTH: u64 = 16;
+    let mut pair = Pair::new(Setup {
+        mtu: Mtu::B4096,
+        ..Setup::default()
+    });
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let (_, a_mr) = pair.na.region(MESSAGE as usize, 1, Access::LOCAL_WRITE);
+    let (_, b_mr) = pair.nb.region(MESSAGE as usize, 2, all);
+    let op = WrOp::Write {
+        remote_addr: b_mr.addr(),
+        rkey: b_mr.rkey(),
+    };
+    let start = std::time::Instant::now();
+    let (mut posted, mut done) = (0u64, 0u64);
+    while done < MESSAGES {
+        while posted < MESSAGES && posted - done < DEPTH {
+            pair.na
+                .post_send(0, SendWr::new(posted, op, Node::sge(&a_mr, 0, MESSAGE)));
+            posted += 1;
+        }
+        pair.step();
+        done += pair.wa.len() as u64;
+        assert_all_ok(&pair.wa);
+        pair.wa.clear();
+    }
+    let elapsed = start.elapsed();
+    let bytes = MESSAGES * u64::from(MESSAGE);
+    println!(
+        "{{\"write_goodput_gbps\": {:.2}, \"messages\": {MESSAGES}, \"message_bytes\": {MESSAGE}, \"elapsed_ms\": {}}}",
+        bytes as f64 * 8.0 / elapsed.as_secs_f64() / 1e9,
+        elapsed.as_millis()
+    );
+}
