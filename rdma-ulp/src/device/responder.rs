@@ -150,18 +150,20 @@ impl Device {
             }
             return (self.receive_datagram(index, &packet), None);
         }
-        if datagram {
-            self.stats.refuse(Refusal::InvalidRequest);
-            return (Verdict::Fail(RemoteCode::InvalidRequest), Some(index));
-        }
         // RDMA-0.9 §6.9: the CID the request came on must be the one in
         // the QP context; if not, NACK invalid CID and leave the QP alone.
+        // First of all checks: nothing from another connection may move
+        // the QP (to ERR, in verbs-compatible mode).
         if qp.connection.is_none() {
             qp.connection = qp.info.cid.and_then(|cid| engine.connection(cid));
         }
         if qp.connection != Some(connection) {
             self.stats.refuse(Refusal::RequestWrongCid);
             return (Verdict::InvalidCid, None);
+        }
+        if datagram {
+            self.stats.refuse(Refusal::InvalidRequest);
+            return (Verdict::Fail(RemoteCode::InvalidRequest), Some(index));
         }
         match qp.info.state {
             QpState::Rtr | QpState::Rts => {}

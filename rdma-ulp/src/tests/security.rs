@@ -175,6 +175,26 @@ fn requests_and_responses_on_the_wrong_connection() {
         pair.until_completions(1, 0);
         assert_eq!(pair.wa[0].status, WcStatus::RemInvReqErr, "{error_mode:?}");
         assert_eq!(pair.nb.device.stats().refused(Refusal::RequestWrongCid), 1);
+        // A UD SEND naming the RC QP from that connection: the same.
+        let header = RdmaHeader::new(
+            Rbth::new(Opcode::UdSendOnly, qb0, Sn::FIRST),
+            Extensions::Datagram {
+                deth: crate::wire::Deth {
+                    q_key: crate::wire::QKey(0),
+                    source_qp: hostile,
+                },
+            },
+        )
+        .expect("consistent");
+        let now = pair.now();
+        let datagram = falcon_core::api::Transaction::push(u64::MAX, crate::data::RdmaData::NONE)
+            .with_header(header.to_ulp_header());
+        pair.a
+            .engine
+            .submit(now, pair.na.connections[1], datagram)
+            .expect("submitted");
+        pair.settle(Duration::from_millis(5));
+        assert_eq!(pair.nb.device.stats().refused(Refusal::RequestWrongCid), 2);
         assert_eq!(b_region.to_vec(), b_before);
         assert_eq!(pair.nb.state(0), QpState::Rts, "the QP goes on");
         assert_eq!(pair.nb.device.poll_async_event(), None);
