@@ -247,7 +247,10 @@ impl Device {
         let (pieces_out, pulls_out) = (requester.pieces_out, requester.pulls_out);
         let max_pulls = u32::from(qp.info.max_rd_atomic.max(1));
         let ordering = qp.info.init.ordering;
-        let Some(entry) = qp.sq.get((seq - qp.sq_base) as usize) else {
+        let Some(entry) = seq
+            .checked_sub(qp.sq_base)
+            .and_then(|i| qp.sq.get(usize::try_from(i).ok()?))
+        else {
             return Step::Idle;
         };
         if entry.wr.send_flags.contains(SendFlags::FENCE) && !entry.any_submitted && pulls_out > 0 {

@@ -3,7 +3,7 @@
 //! Layer: verbs. Owns [`WorkCompletion`] with the fields of `struct ibv_wc`
 //! that mean something here, its status ([`WcStatus`], the
 //! `IBV_WC_*` names and codes), opcode ([`WcOpcode`]) and flags
-//! ([`WcFlags`]), and [`CompletionQueue`]: a bounded queue of completions
+//! ([`WcFlags`]), and `CompletionQueue`: a bounded queue of completions
 //! with verbs' overrun rule. Never drops a completion silently: one that
 //! finds the queue full marks it overrun, and the device raises
 //! `IBV_EVENT_CQ_ERR` and moves the QP that completed into it to the

@@ -9,7 +9,7 @@
 //! them: the QP state machine and its attribute table ([`qp`]), key
 //! generations and access checks ([`mr`]), completion-queue depth and
 //! overrun ([`cq`]). Never touches an engine, a connection or the wire:
-//! [`crate::device`] drives these objects from Falcon events.
+//! the [`Device`](crate::Device) drives these objects from Falcon events.
 //!
 //! The numeric values of the enums and flags are libibverbs' (`verbs.h`):
 //! `WcStatus::code`, `QpState::code`, `Access::bits` and the others are

@@ -5,7 +5,7 @@
 //! handle to, shared with the device without a copy), [`Access`] (the
 //! `IBV_ACCESS_*` flags), [`MemoryRegion`] (what `ibv_reg_mr` returns) and
 //! the device's table of registrations with the one check every use of a
-//! key goes through ([`MrTable::check`]). Never lets an access touch a byte
+//! key goes through (`MrTable::check`). Never lets an access touch a byte
 //! outside the registered range: the check returns a span inside it or an
 //! [`AccessError`].
 //!

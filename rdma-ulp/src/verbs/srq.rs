@@ -1,6 +1,6 @@
 //! Receive queues: a QP's own and the shared receive queue (SRQ).
 //!
-//! Layer: verbs. Owns [`ReceiveQueue`] (posted receives in order, bounded)
+//! Layer: verbs. Owns `ReceiveQueue` (posted receives in order, bounded)
 //! and the SRQ's limit event (`IBV_EVENT_SRQ_LIMIT_REACHED`, armed by
 //! `srq_limit`, one shot as in verbs). A SEND, or a WRITE with immediate,
 //! consumes the oldest receive of its QP's queue, or of its SRQ when the
