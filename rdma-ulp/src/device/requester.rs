@@ -27,11 +27,14 @@
 //! receive in verbs) and WRITE with immediate, and so do we.
 //!
 //! Weak ordering (placement out of order, completions in order): a WRITE
-//! with immediate's first and last packets go out only when none of the
-//! QP's packets is in flight, and nothing follows the last until it
-//! completed. Its packets carry no message number the responder could
-//! count them by, so this is what makes the receive's completion come
-//! after all its data landed, with the message's length as `byte_len`.
+//! with immediate's packets carry no message number the responder could
+//! count them by, so its first packet, the one after it and its last go
+//! out only when none of the QP's packets is in flight, and nothing
+//! follows the last until it completed. The responder then sees the
+//! first packet after every earlier one and before the rest of its
+//! message, and the last after all of it: the receive's completion comes
+//! after all its data landed, with the message's length as `byte_len`
+//! (counted from the first packet).
 
 use std::sync::Arc;
 
@@ -261,7 +264,8 @@ impl Device {
         }
         if ordering != QpOrdering::Strong && matches!(entry.wr.op, WrOp::WriteWithImm { .. }) {
             let mtu = u64::from(qp.info.path_mtu.bytes());
-            let edge = entry.offset == 0 || entry.offset + mtu >= entry.len;
+            // The first packet, the one after it, the last.
+            let edge = entry.offset <= mtu || entry.offset + mtu >= entry.len;
             if edge && pieces_out > 0 {
                 return Step::Idle;
             }

@@ -233,17 +233,19 @@ fn complete_in_error_mode_fails_the_operation_and_carries_on() {
     }
 }
 
-/// Weak ordering on an unordered connection, 3 % loss and reordering:
+/// Weak ordering on an unordered connection, 5 % loss and reordering:
 /// SEND packets land out of order (counted), yet the requester's and the
 /// responder's completions come in posting order, and every byte is
 /// right. WRITE with immediate completes after its data.
 #[test]
 fn weak_ordering_places_out_of_order_and_completes_in_order() {
     let mut out_of_order = 0;
-    for seed in [11, 12] {
+    // Seed 1 reorders a WRITE with immediate's first packet behind its
+    // second.
+    for seed in [1, 11, 12] {
         let mut pair = Pair::new(Setup {
             ordering: QpOrdering::Weak,
-            faults: lossy(3),
+            faults: lossy(5),
             seed,
             ..Setup::default()
         });
