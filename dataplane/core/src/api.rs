@@ -13,7 +13,7 @@
 //! | connections | [`ConnectionConfig`], [`ConnectionPsp`], [`ConnectionHandle`], [`connect`] / [`PairSpec`], [`Engine::add_connection`], [`Engine::close`], [`Engine::connection_snapshot`] |
 //! | frames | [`Engine::handle_packet`] → [`Received`] / [`Disposition`], [`Engine::poll_transmit`], [`Engine::release`], [`Engine::take_released`], the [`Port`] trait |
 //! | transactions | [`Transaction`] / [`Op`] with a [`UlpHeader`] and a [`DataSource`], [`Engine::submit`]; target answers [`Engine::ulp_ack`], [`Engine::ulp_nack`] with [`UlpNack`] (RNR, CIE, NRE, invalid CID), [`Engine::submit_pull_data`] |
-//! | events | [`Engine::poll_event`] → [`UlpEvent`]: [`Request`] (payload in its frame: [`Payload`]), [`Completion`] with [`CompletionStatus`], connection errors ([`ConnectionFault`]), Xoff/Xon naming the [`CreditClass`] |
+//! | events | [`Engine::poll_event`] → [`UlpEvent`]: [`Request`] (payload in its frame: [`Payload`]), [`Completion`] with [`CompletionStatus`], connection errors ([`ConnectionFault`]), Xoff/Xon naming the [`CreditClass`]; on request, the RNR NACKs our pushes meet ([`Engine::report_receiver_not_ready`], [`Engine::poll_receiver_not_ready`] → [`RnrNack`]) |
 //! | credits | [`Engine::credits`] → [`CreditCounter`] per [`Credit`]; [`CreditLimits`] per connection, [`ResourceConfig`] per engine |
 //! | time | [`Timestamp`] (injected, ns), [`Engine::handle_timeout`], [`Engine::poll_timeout`] |
 //! | stats | [`EngineStats`], [`ConnectionSnapshot`], [`DropReason`] |
@@ -39,7 +39,7 @@ pub use crate::seq::{Psn, Rsn};
 pub use crate::time::Timestamp;
 pub use crate::transaction::{
     Completion, CompletionStatus, ConnectionFault, DataSource, HeaderTooLong, Op, Payload,
-    RejectReason, Rejected, Request, Transaction, TransactionConfig, TransactionKind,
+    RejectReason, Rejected, Request, RnrNack, Transaction, TransactionConfig, TransactionKind,
     UlpCommandError, UlpEvent, UlpHeader, UlpNack, ULP_HEADER_CAPACITY,
 };
 pub use crate::wire::{EthernetAddress, RnrTimeout};

@@ -26,7 +26,7 @@ use crate::port::PacketBuf;
 use crate::random::Random;
 use crate::time::Timestamp;
 use crate::transaction::DataSource;
-use crate::transaction::{decode_handle, ConnectionFault, Role, RxPayload, UlpEvent};
+use crate::transaction::{decode_handle, ConnectionFault, RnrNack, Role, RxPayload, UlpEvent};
 use crate::wire::falcon::packet::peek_versioned;
 use crate::wire::falcon::push_data::HEADER_LEN as PUSH_DATA_HEADER_LEN;
 use crate::wire::{
@@ -343,10 +343,25 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
                         target.on_pull_data_acked(&mut ctx, rsn);
                     }
                 },
-                Event::ReceiverNotReady { rsn, handle, .. } => {
+                Event::ReceiverNotReady {
+                    rsn,
+                    handle,
+                    timeout,
+                    ulp_nack_code,
+                    ..
+                } => {
                     self.shared.stats.rnr_received += 1;
                     if role(handle) == Role::Initiator {
-                        conn.initiator.on_receiver_not_ready(now, rsn);
+                        let tag = conn.initiator.on_receiver_not_ready(now, rsn);
+                        if let (Some(tag), Some(reports)) = (tag, &mut self.shared.rnr_reports) {
+                            reports.push_back(RnrNack {
+                                connection: conn.handle,
+                                rsn,
+                                tag,
+                                timeout,
+                                ulp_nack_code,
+                            });
+                        }
                     }
                 }
                 Event::Nacked {

@@ -18,7 +18,7 @@ use crate::seq::Rsn;
 use crate::time::Timestamp;
 use crate::transaction::DataSource;
 use crate::transaction::{
-    Payload, RejectReason, Rejected, Transaction, UlpCommandError, UlpHeader,
+    Payload, RejectReason, Rejected, RnrNack, Transaction, UlpCommandError, UlpHeader,
 };
 
 impl<B: PacketBuf, S: DataSource> Engine<B, S> {
@@ -193,6 +193,25 @@ impl<B: PacketBuf, S: DataSource> Engine<B, S> {
         let slot = self.slot(connection)?;
         let conn = self.connections.value(slot as usize)?;
         Some(conn.account.credits)
+    }
+
+    /// Whether [`poll_receiver_not_ready`](Self::poll_receiver_not_ready)
+    /// reports the RNR NACKs our pushes meet from now on (off by default:
+    /// Falcon retries them by itself, §8.5.3.4). Turning it off drops the
+    /// reports not yet polled.
+    pub fn report_receiver_not_ready(&mut self, on: bool) {
+        match (on, self.shared.rnr_reports.is_some()) {
+            (true, false) => self.shared.rnr_reports = Some(Default::default()),
+            (false, true) => self.shared.rnr_reports = None,
+            _ => {}
+        }
+    }
+
+    /// The next RNR NACK one of our pushes met, while
+    /// [`report_receiver_not_ready`](Self::report_receiver_not_ready) is
+    /// on; the push is still outstanding.
+    pub fn poll_receiver_not_ready(&mut self) -> Option<RnrNack> {
+        self.shared.rnr_reports.as_mut()?.pop_front()
     }
 
     /// The ULP is done with a received payload (a

@@ -709,14 +709,16 @@ impl<B: PacketBuf, S: DataSource> Initiator<B, S> {
     /// ordered connection, every request behind the one it refused) wait
     /// RNR timeouts of up to 655.36 ms, any number of times. Moving a
     /// deadline later keeps `sweep_at` a lower bound.
-    pub fn on_receiver_not_ready(&mut self, now: Timestamp, rsn: Rsn) {
-        let Some(index) = self.index(rsn) else {
-            return;
-        };
+    ///
+    /// Returns the transaction's tag while it is outstanding.
+    pub fn on_receiver_not_ready(&mut self, now: Timestamp, rsn: Rsn) -> Option<u64> {
+        let index = self.index(rsn)?;
         let slot = &mut self.slots[index];
         if slot.sent_at.is_some() && slot.outcome.is_none() && !slot.completed {
             slot.sent_at = Some(now);
+            return Some(slot.tag);
         }
+        None
     }
 
     /// Gives the slots to `pool` if none is in use (the engine's upkeep,

@@ -101,7 +101,7 @@ pub use target::Target;
 pub use target::TargetState;
 pub use ulp::{
     Completion, CompletionStatus, ConnectionFault, ConnectionHandle, Op, RejectReason, Rejected,
-    Request, Transaction, TransactionKind, UlpCommandError, UlpEvent,
+    Request, RnrNack, Transaction, TransactionKind, UlpCommandError, UlpEvent,
 };
 
 /// Tunables of the transaction sublayer.
@@ -216,6 +216,10 @@ pub struct Shared<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     /// takes a new sample (§10.2: the EMA is "updated each time the
     /// occupancy changes").
     pub occupancy_changed: bool,
+    /// RNR NACKs received for our pushes, kept for the ULP when it asked
+    /// for them (`Engine::report_receiver_not_ready`); `None` otherwise, so
+    /// that a ULP that never drains them holds nothing.
+    pub rnr_reports: Option<VecDeque<RnrNack>>,
     /// Slot arrays of idle initiators and targets, lent to the next that
     /// needs one (`ring.rs`).
     pub(crate) initiator_rings: RingPool<initiator::Slot<B, S>>,
@@ -234,6 +238,7 @@ impl<B: PacketBuf, S> Shared<B, S> {
             config,
             xoff_waiting: Vec::new(),
             occupancy_changed: false,
+            rnr_reports: None,
             initiator_rings: RingPool::default(),
             target_rings: RingPool::default(),
         }

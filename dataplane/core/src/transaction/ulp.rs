@@ -342,6 +342,25 @@ pub enum UlpEvent<B: PacketBuf = FrameBuf, S = Vec<u8>> {
     },
 }
 
+/// The target ULP refused one of our pushes with RNR (OCP Falcon 0.9
+/// §8.5.3.4). Falcon retransmits it after `timeout` by itself, as often as
+/// the target refuses; this report is for a ULP that limits how often it
+/// lets that happen (RDMA's `rnr_retry`), and comes only when it asked
+/// (`Engine::report_receiver_not_ready`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RnrNack {
+    /// The connection.
+    pub connection: ConnectionHandle,
+    /// The push's RSN.
+    pub rsn: Rsn,
+    /// The ULP's tag from the submit.
+    pub tag: u64,
+    /// The RNR timeout the target asked for.
+    pub timeout: crate::wire::RnrTimeout,
+    /// The target ULP's code.
+    pub ulp_nack_code: u8,
+}
+
 /// Why a submit was refused. Nothing was consumed: no RSN, no credit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RejectReason {

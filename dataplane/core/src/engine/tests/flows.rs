@@ -104,6 +104,49 @@ fn rnr_for_push_is_retried_by_the_initiator<P: TestPort>() {
     assert!(pair.now - start >= Duration::from_micros(1_920));
 }
 
+/// The RNR NACKs a push meets reach the initiator ULP that asked for them
+/// (`report_receiver_not_ready`), one report per NACK, with the push's
+/// tag, RSN and the target's timeout and code; a ULP that did not ask
+/// holds none.
+fn rnr_nacks_are_reported_to_the_ulp_that_asks<P: TestPort>() {
+    for asked in [true, false] {
+        let mut pair = Cluster::<P>::over(Setup::default());
+        pair.nodes[0].engine.report_receiver_not_ready(asked);
+        let first = pair.rsn(0, 0, 0);
+        let tag = pair.queue(0, 0, TransactionKind::Push, 100);
+        plan(
+            &mut pair,
+            1,
+            0,
+            first,
+            &[Answer::Nack(rnr(13)), Answer::Nack(rnr(13)), Answer::Accept],
+        );
+        pair.run_to_completion(Duration::from_millis(100));
+        pair.assert_all_ok(0);
+        let connection = pair.nodes[0].conns[0];
+        let engine = &mut pair.nodes[0].engine;
+        let mut reports = Vec::new();
+        while let Some(report) = engine.poll_receiver_not_ready() {
+            reports.push(report);
+        }
+        if !asked {
+            assert!(reports.is_empty());
+            assert!(engine.shared.rnr_reports.is_none(), "nothing held");
+            continue;
+        }
+        assert_eq!(reports.len(), 2, "{reports:?}");
+        for report in reports {
+            assert_eq!(report.connection, connection);
+            assert_eq!(report.rsn, Rsn::new(first));
+            assert_eq!(report.tag, tag);
+            assert_eq!(report.timeout, RnrTimeout::new(13).expect("5-bit code"));
+            assert_eq!(report.ulp_nack_code, 0x20);
+        }
+        engine.report_receiver_not_ready(false);
+        assert!(engine.shared.rnr_reports.is_none());
+    }
+}
+
 /// §8.5.3.4 with the long RNR timeouts (codes 25 = 61.44 ms, 31 = 491.52
 /// ms, 0 = 655.36 ms), on ordered and unordered connections, under 1 %
 /// loss each way: the ULP RNR-NACKs two pushes and a pull once each while
@@ -558,6 +601,7 @@ fn an_idle_connection_holds_no_timer<P: TestPort>() {
 over_both_buffers!(
     an_idle_connection_holds_no_timer,
     rnr_for_push_is_retried_by_the_initiator,
+    rnr_nacks_are_reported_to_the_ulp_that_asks,
     long_rnr_timeouts_fail_no_later_request,
     xlr_drop_filter_at_either_end_finishes_requests_by_name,
     rnr_for_pull_is_retried_locally_by_the_target,
