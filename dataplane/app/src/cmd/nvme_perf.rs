@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use falcon_core::api::{Clock, Port};
-use falcon_core::testing::Faults;
 use falcon_core::random::{Random, SplitMix64};
+use falcon_core::testing::Faults;
 use hdrhistogram::Histogram;
 use nvme_ulp::data::HostBuffers;
 use nvme_ulp::initiator::{Icmd, IcmdBuffers, IcmdCompletion, RefuseReason};

@@ -617,7 +617,11 @@ mod tests {
         assert!(n.never_written_reads >= 3, "{n:?}");
         assert_eq!(n.verified_bytes, n.bytes_read, "every read byte compared");
         assert!(n.bytes_read >= n.bytes_written && n.bytes_written > 0);
-        assert_eq!((n.loss, n.reorder), (0.03, 0.02), "[faults] as the Falcon phase");
+        assert_eq!(
+            (n.loss, n.reorder),
+            (0.03, 0.02),
+            "[faults] as the Falcon phase"
+        );
         assert!(
             n.falcon.frames_lost > 0 && n.falcon.frames_reordered > 0,
             "{n:?}"
