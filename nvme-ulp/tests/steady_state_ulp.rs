@@ -12,11 +12,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use falcon_core::api::{
-    connect, Clock, Engine, EngineConfig, EthernetAddress, Lcore, OrderingMode, PairSpec, Port,
-    PspConfig, Timestamp,
-};
-use falcon_core::testing::{Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::api::{connect, Engine, Lcore, OrderingMode, PairSpec, Port, Timestamp};
+use falcon_core::testing::{psp_engine_config, HandClock, Loopback, LoopbackConfig, LoopbackPort};
 use nvme_ulp::data::{HostBuffers, NvmeData};
 use nvme_ulp::initiator::{Icmd, IcmdBuffers, Initiator, InitiatorConfig, NamespaceSpec, PiPolicy};
 use nvme_ulp::layout::{LbaSize, MetadataSize};
@@ -31,15 +28,6 @@ static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 /// 64 KiB of 4 KiB blocks.
 const NLB: u16 = 15;
 const DEPTH: usize = 8;
-
-#[derive(Clone)]
-struct HandClock(Rc<Cell<Timestamp>>);
-
-impl Clock for HandClock {
-    fn now(&mut self) -> Timestamp {
-        self.0.get()
-    }
-}
 
 type Side = Lcore<LoopbackPort, HandClock, NvmeData>;
 
@@ -59,16 +47,7 @@ impl Pair {
     fn new(storage: Execution) -> Pair {
         let time = Rc::new(Cell::new(Timestamp::from_nanos(1_000_000_000)));
         let now = time.get();
-        let keys = |k: u8| psp::MasterKeys {
-            k0: psp::MasterKey::new([k; 32]),
-            k1: psp::MasterKey::new([k ^ 0xFF; 32]),
-        };
-        let config = |side: u8| EngineConfig {
-            local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
-            local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
-            psp: Some(PspConfig::new(keys(side))),
-            ..EngineConfig::default()
-        };
+        let config = psp_engine_config;
         let mut a: Engine<_, NvmeData> = Engine::new(config(1), now).expect("engine A");
         let mut b: Engine<_, NvmeData> = Engine::new(config(2), now).expect("engine B");
         let spec = PairSpec {

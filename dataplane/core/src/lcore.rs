@@ -320,15 +320,7 @@ mod tests {
         }
     }
 
-    /// A clock the test moves by hand.
-    #[derive(Clone)]
-    struct HandClock(std::rc::Rc<std::cell::Cell<Timestamp>>);
-
-    impl Clock for HandClock {
-        fn now(&mut self) -> Timestamp {
-            self.0.get()
-        }
-    }
+    use crate::testing::HandClock;
 
     /// Pulls `n` of 1000 bytes at once; the target answers each at once.
     struct Puller {

@@ -1,4 +1,5 @@
-//! Crate-internal declarative macros for wire-level value types.
+//! Declarative macros for wire-level value types (`bounded_uint!` is
+//! exported for the ULP crates, the others are crate-internal).
 //!
 //! Layer: support for [`crate::wire`], [`crate::ids`] and [`crate::seq`]. Owns
 //! the two shapes every numeric header field takes here: a code enum whose
@@ -56,7 +57,21 @@ macro_rules! enum_with_unknown {
 /// Declares a `Copy` newtype over an unsigned integer that holds at most
 /// `bits` bits, with a validated constructor (`new`), wire-decoding
 /// (`truncating`) and clamping (`saturating`) constructors, `value()`, and
-/// `TryFrom`/`From`/`Display`.
+/// `TryFrom`/`From`/`Display`. Exported for the ULP crates' wire fields;
+/// attributes given before `pub struct` go on the type (an extra
+/// `#[derive(PartialOrd, Ord)]` where the field has an order).
+///
+/// ```
+/// falcon_core::bounded_uint! {
+///     /// A 24-bit wire field.
+///     #[derive(PartialOrd, Ord)]
+///     pub struct Qpn(u32, bits = 24, what = "QPN");
+/// }
+/// assert!(Qpn::new(1 << 24).is_err());
+/// assert_eq!(Qpn::truncating(0x0100_0002).value(), 2);
+/// assert!(Qpn::new(1).unwrap() < Qpn::MAX);
+/// ```
+#[macro_export]
 macro_rules! bounded_uint {
     (
         $(#[$attr:meta])*

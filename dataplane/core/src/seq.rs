@@ -15,8 +15,12 @@
 //! Falcon windows (receiver 64/128, transmitter ≤ 1024 in isekai) never come
 //! close. Nothing in this module panics.
 
-use core::fmt;
-
+/// Declares a 32-bit wrapping sequence number newtype: `new`, `value`,
+/// wrapping arithmetic, `distance`, `offset_from`, the modulo-2^32
+/// comparisons (`before`, `after`, `in_window`, ...) and a `Display` of
+/// `label value`; no `Ord`. Exported for the ULP crates' own sequence
+/// numbers (RDMA's SN and RMSN).
+#[macro_export]
 macro_rules! sequence_number {
     ($(#[$attr:meta])* $name:ident, $label:literal) => {
         $(#[$attr])*
@@ -102,9 +106,9 @@ macro_rules! sequence_number {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, concat!($label, " {}"), self.0)
+        impl ::core::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                ::core::write!(f, ::core::concat!($label, " {}"), self.0)
             }
         }
     };

@@ -42,11 +42,12 @@ use std::sync::Arc;
 use core::time::Duration;
 
 use falcon_core::api::{
-    connect, Clock, ConnectionHandle, Engine, EngineConfig, EthernetAddress, Lcore, OrderingMode,
-    PairSpec, PspConfig, Timestamp,
+    connect, ConnectionHandle, Engine, Lcore, OrderingMode, PairSpec, Timestamp,
 };
 use falcon_core::ids::ConnectionId;
-use falcon_core::testing::{FaultInjector, Faults, Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::testing::{
+    psp_engine_config, FaultInjector, Faults, HandClock, Loopback, LoopbackConfig, LoopbackPort,
+};
 
 use crate::data::{HostBuffers, NvmeData};
 use crate::initiator::{
@@ -62,16 +63,6 @@ use crate::target::{Target, TargetConfig};
 
 /// The initiator namespace every test uses.
 pub(crate) const NSID: u32 = 1;
-
-/// A clock the harness moves.
-#[derive(Clone)]
-pub(crate) struct HandClock(Rc<Cell<Timestamp>>);
-
-impl Clock for HandClock {
-    fn now(&mut self) -> Timestamp {
-        self.0.get()
-    }
-}
 
 pub(crate) type Side = Lcore<FaultInjector<LoopbackPort>, HandClock, NvmeData>;
 
@@ -168,16 +159,7 @@ impl<S: BlockStore + 'static> Pair<S> {
     pub(crate) fn with_target(setup: Setup, target: Target<S>) -> Pair<S> {
         let time = Rc::new(Cell::new(Timestamp::from_nanos(1_000_000_000)));
         let now = time.get();
-        let keys = |k: u8| psp::MasterKeys {
-            k0: psp::MasterKey::new([k; 32]),
-            k1: psp::MasterKey::new([k ^ 0xFF; 32]),
-        };
-        let config = |side: u8| EngineConfig {
-            local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
-            local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
-            psp: Some(PspConfig::new(keys(side))),
-            ..EngineConfig::default()
-        };
+        let config = psp_engine_config;
         let mut a: Engine<_, NvmeData> = Engine::new(config(1), now).expect("engine A");
         let mut b: Engine<_, NvmeData> = Engine::new(config(2), now).expect("engine B");
         let spec = PairSpec {

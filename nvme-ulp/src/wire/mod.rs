@@ -43,61 +43,6 @@
 
 use core::fmt;
 
-/// Declares a `Copy` newtype over an unsigned integer holding at most `bits`
-/// bits: `new` rejects wider values, `truncating` keeps the low bits (what a
-/// decoder reading a masked wire field does), `value` reads it.
-macro_rules! bounded_field {
-    (
-        $(#[$attr:meta])*
-        pub struct $name:ident($ty:ty, bits = $bits:literal, what = $what:literal);
-    ) => {
-        $(#[$attr])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-        pub struct $name($ty);
-
-        impl $name {
-            /// Width of the field on the wire, in bits.
-            pub const BITS: u32 = $bits;
-            /// The largest value the field holds.
-            pub const MAX: Self = Self(((1u64 << $bits) - 1) as $ty);
-            /// Zero.
-            pub const ZERO: Self = Self(0);
-
-            /// Returns the value if it fits in the field.
-            ///
-            /// # Errors
-            ///
-            /// [`RangeError`](falcon_core::error::RangeError) if `value > MAX`.
-            pub const fn new(value: $ty) -> Result<Self, falcon_core::error::RangeError> {
-                if value > Self::MAX.0 {
-                    return Err(falcon_core::error::RangeError {
-                        what: $what,
-                        value: value as u64,
-                        max: Self::MAX.0 as u64,
-                    });
-                }
-                Ok(Self(value))
-            }
-
-            /// Keeps the low `BITS` bits.
-            pub const fn truncating(value: $ty) -> Self {
-                Self(value & Self::MAX.0)
-            }
-
-            /// The value.
-            pub const fn value(self) -> $ty {
-                self.0
-            }
-        }
-
-        impl ::core::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                ::core::fmt::Display::fmt(&self.0, f)
-            }
-        }
-    };
-}
-
 mod bytes;
 pub mod command;
 pub mod nbth;

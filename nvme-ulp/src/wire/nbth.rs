@@ -53,25 +53,29 @@ mod field {
 /// Length of the NBTH, and of a Write Data Request.
 pub const HEADER_LEN: usize = field::RESERVED.end;
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// Initiator Function (24 bits): the `<Host, PF, VF>` tuple of the
     /// function that issued the NVMe command; the spec gives no sub-field
     /// split, so it is opaque here.
+    #[derive(PartialOrd, Ord)]
     pub struct InitiatorFunction(u32, bits = 24, what = "initiator function");
 }
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// Target Tag (24 bits): names the tCMD state at the target.
+    #[derive(PartialOrd, Ord)]
     pub struct TargetTag(u32, bits = 24, what = "target tag");
 }
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// Initiator Tag (24 bits): names the nCMD state at the initiator.
+    #[derive(PartialOrd, Ord)]
     pub struct InitiatorTag(u32, bits = 24, what = "initiator tag");
 }
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// iCMD Identifier (24 bits): the nCMD's parent iCMD.
+    #[derive(PartialOrd, Ord)]
     pub struct IcmdId(u32, bits = 24, what = "iCMD identifier");
 }
 

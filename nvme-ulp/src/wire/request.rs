@@ -66,9 +66,10 @@ mod field {
 /// Length of a Read Request or Write Request.
 pub const HEADER_LEN: usize = field::TARGET_SQID + 1;
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// Protection Information field (4 bits, NVMe CDW12 PRINFO): PRACT and
     /// the three PRCHK bits.
+    #[derive(PartialOrd, Ord)]
     pub struct Prinfo(u8, bits = 4, what = "PRINFO");
 }
 
@@ -83,8 +84,9 @@ impl Prinfo {
     pub const CHECK_REF_TAG: u8 = 0b0001;
 }
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// Directive Type (4 bits, NVMe CDW12 DTYPE), writes only.
+    #[derive(PartialOrd, Ord)]
     pub struct DirectiveType(u8, bits = 4, what = "DTYPE");
 }
 

@@ -23,10 +23,12 @@ use std::rc::Rc;
 use core::time::Duration;
 
 use falcon_core::api::{
-    connect, Clock, ConnectionHandle, ConnectionId, CreditLimits, DeliveryConfig, Engine,
-    EngineConfig, EthernetAddress, Lcore, PairSpec, PspConfig, RnrTimeout, Timestamp,
+    connect, ConnectionHandle, ConnectionId, CreditLimits, DeliveryConfig, Engine, Lcore, PairSpec,
+    RnrTimeout, Timestamp,
 };
-use falcon_core::testing::{FaultInjector, Faults, Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::testing::{
+    psp_engine_config, FaultInjector, Faults, HandClock, Loopback, LoopbackConfig, LoopbackPort,
+};
 
 use crate::data::RdmaData;
 use crate::verbs::{
@@ -35,16 +37,6 @@ use crate::verbs::{
 };
 use crate::wire::Qpn;
 use crate::Device;
-
-/// A clock the harness moves.
-#[derive(Clone)]
-pub(crate) struct HandClock(Rc<Cell<Timestamp>>);
-
-impl Clock for HandClock {
-    fn now(&mut self) -> Timestamp {
-        self.0.get()
-    }
-}
 
 pub(crate) type Side = Lcore<FaultInjector<LoopbackPort>, HandClock, RdmaData>;
 
@@ -192,16 +184,7 @@ impl Pair {
     pub(crate) fn new(setup: Setup) -> Pair {
         let time = Rc::new(Cell::new(Timestamp::from_nanos(1_000_000_000)));
         let now = time.get();
-        let keys = |k: u8| psp::MasterKeys {
-            k0: psp::MasterKey::new([k; 32]),
-            k1: psp::MasterKey::new([k ^ 0xFF; 32]),
-        };
-        let config = |side: u8| EngineConfig {
-            local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
-            local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
-            psp: Some(PspConfig::new(keys(side))),
-            ..EngineConfig::default()
-        };
+        let config = psp_engine_config;
         let mut a: Engine<_, RdmaData> = Engine::new(config(1), now).expect("engine A");
         let mut b: Engine<_, RdmaData> = Engine::new(config(2), now).expect("engine B");
         let mut na = Node::new(&setup);

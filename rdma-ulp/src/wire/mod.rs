@@ -87,61 +87,6 @@ use core::fmt;
 
 use falcon_core::api::TransactionKind;
 
-/// Declares a `Copy` newtype over an unsigned integer holding at most `bits`
-/// bits: `new` rejects wider values, `truncating` keeps the low bits (what a
-/// decoder reading a masked wire field does), `value` reads it.
-macro_rules! bounded_field {
-    (
-        $(#[$attr:meta])*
-        pub struct $name:ident($ty:ty, bits = $bits:literal, what = $what:literal);
-    ) => {
-        $(#[$attr])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-        pub struct $name($ty);
-
-        impl $name {
-            /// Width of the field on the wire, in bits.
-            pub const BITS: u32 = $bits;
-            /// The largest value the field holds.
-            pub const MAX: Self = Self(((1u64 << $bits) - 1) as $ty);
-            /// Zero.
-            pub const ZERO: Self = Self(0);
-
-            /// Returns the value if it fits in the field.
-            ///
-            /// # Errors
-            ///
-            /// [`RangeError`](falcon_core::error::RangeError) if `value > MAX`.
-            pub const fn new(value: $ty) -> Result<Self, falcon_core::error::RangeError> {
-                if value > Self::MAX.0 {
-                    return Err(falcon_core::error::RangeError {
-                        what: $what,
-                        value: value as u64,
-                        max: Self::MAX.0 as u64,
-                    });
-                }
-                Ok(Self(value))
-            }
-
-            /// Keeps the low `BITS` bits.
-            pub const fn truncating(value: $ty) -> Self {
-                Self(value & Self::MAX.0)
-            }
-
-            /// The value.
-            pub const fn value(self) -> $ty {
-                self.0
-            }
-        }
-
-        impl ::core::fmt::Display for $name {
-            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                ::core::fmt::Display::fmt(&self.0, f)
-            }
-        }
-    };
-}
-
 /// Declares a header module's view `Packet<T>` over a buffer that starts
 /// with the header: construction, the length check every accessor relies
 /// on, and the bytes after the header.
@@ -256,15 +201,17 @@ pub use crate::seq::{Rmsn, Sn};
 /// 1").
 pub const VERSION: u8 = 1;
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// A 24-bit queue pair number: the RBTH Destination QP, the DETH
     /// Source QP.
+    #[derive(PartialOrd, Ord)]
     pub struct Qpn(u32, bits = 24, what = "QP number");
 }
 
-bounded_field! {
+falcon_core::bounded_uint! {
     /// The RBTH Pad count (2 bits): bytes after the payload that align it
     /// to 4 bytes.
+    #[derive(PartialOrd, Ord)]
     pub struct PadCount(u8, bits = 2, what = "pad count");
 }
 

@@ -45,12 +45,14 @@
 //! ```
 
 mod cluster;
+mod engines;
 mod loopback;
 mod mbuf;
 mod mesh;
 mod ulp;
 
 pub use cluster::{pattern, Cluster, ClusterNode, Expect, Setup, TestPort};
+pub use engines::{psp_engine_config, HandClock};
 pub use loopback::{
     BitFlip, FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
     LoopbackStats,
