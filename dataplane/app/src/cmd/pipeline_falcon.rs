@@ -286,17 +286,11 @@ impl Engines {
 
 /// Engine configuration of side 1 (initiator) or 2 (target).
 pub(super) fn engine_config(side: u8, psp: bool) -> EngineConfig {
-    use psp::{MasterKey, MasterKeys};
-    let keys = MasterKeys {
-        k0: MasterKey::new([side; 32]),
-        k1: MasterKey::new([side ^ 0xFF; 32]),
-    };
+    let config = falcon_core::testing::psp_engine_config(side);
     EngineConfig {
-        local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
-        local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
         max_frame_len: MAX_FRAME,
-        psp: psp.then(|| PspConfig::new(keys)),
-        ..EngineConfig::default()
+        psp: if psp { config.psp } else { None },
+        ..config
     }
 }
 

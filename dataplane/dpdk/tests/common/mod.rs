@@ -167,15 +167,5 @@ pub fn backlog_push_bytes() -> usize {
 
 /// Engine configuration for side `side` (1 or 2), PSP on.
 pub fn engine_config(side: u8) -> EngineConfig {
-    use psp::{MasterKey, MasterKeys};
-    let keys = MasterKeys {
-        k0: MasterKey::new([side; 32]),
-        k1: MasterKey::new([side ^ 0xFF; 32]),
-    };
-    EngineConfig {
-        local_ip: core::net::IpAddr::V4([10, 0, 0, side].into()),
-        local_mac: EthernetAddress([2, 0, 0, 0, 0, side]),
-        psp: Some(PspConfig::new(keys)),
-        ..EngineConfig::default()
-    }
+    falcon_core::testing::psp_engine_config(side)
 }
