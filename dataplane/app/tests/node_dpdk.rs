@@ -14,12 +14,12 @@
 #![cfg(feature = "dpdk")]
 
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
-use common::BIN;
+use common::{wait_at_most, BIN};
 
 /// Starts one side; `netns` runs it in that network namespace.
 fn side(netns: Option<&str>, args: &[&str]) -> Child {
@@ -38,19 +38,6 @@ fn side(netns: Option<&str>, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("falcon node starts")
-}
-
-/// Waits for `child`, killing it after `limit`.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
 }
 
 /// Runs a verify pair with `port_args` (the target's, then the
@@ -78,8 +65,8 @@ fn verify_pair(netns: [Option<&str>; 2], control: &str, port_args: [&[&str]; 2],
         .chain(common)
         .chain(port_args[1].iter().copied())
         .collect();
-    let initiator = finish(side(netns[0], &initiator_args), Duration::from_secs(90));
-    let target = finish(target, Duration::from_secs(30));
+    let initiator = wait_at_most(side(netns[0], &initiator_args), Duration::from_secs(90));
+    let target = wait_at_most(target, Duration::from_secs(30));
     let text = |o: &Output| {
         format!(
             "{}\n{}",

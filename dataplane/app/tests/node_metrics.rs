@@ -4,23 +4,12 @@
 //! `prometheus`, installed by `scripts/setup.sh`) finds no error and no
 //! lint warning in it.
 
-use std::net::{TcpListener, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
 use common::metrics::{promtool, scrape};
-use common::BIN;
-
-fn free_udp() -> String {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap().to_string()
-}
-
-fn free_tcp() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
+use common::{free_tcp, free_udp, BIN};
 
 fn value(text: &str, sample: &str) -> u64 {
     text.lines()
@@ -31,8 +20,9 @@ fn value(text: &str, sample: &str) -> u64 {
 
 #[test]
 fn the_metrics_endpoint_grows_and_passes_promtool() {
-    let (a, b, control) = (free_udp(), free_udp(), free_tcp());
-    let (metrics_t, metrics_i) = (free_tcp(), free_tcp());
+    let (a, b) = (free_udp().to_string(), free_udp().to_string());
+    let control = free_tcp().to_string();
+    let (metrics_t, metrics_i) = (free_tcp().to_string(), free_tcp().to_string());
     let node = |role: &str, bind: &str, peer: &str, core: &str, metrics: &str| {
         let mut c = Command::new(BIN);
         c.args([

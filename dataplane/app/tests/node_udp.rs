@@ -5,25 +5,12 @@
 //! pair in one command; a setup the two sides disagree on is refused by
 //! name on both.
 
-use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
 mod common;
-use common::{falcon, stderr, BIN};
-
-fn free_udp() -> String {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap().to_string()
-}
-
-fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
+use common::{falcon, free_tcp, free_udp, stderr, BIN};
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(BIN)
@@ -36,7 +23,8 @@ fn spawn(args: &[&str]) -> Child {
 
 /// A target and an initiator with `extra_*` flags; their outputs.
 fn pair(extra_target: &[&str], extra_initiator: &[&str]) -> (Output, Output) {
-    let (a, b, control) = (free_udp(), free_udp(), free_tcp().to_string());
+    let (a, b) = (free_udp().to_string(), free_udp().to_string());
+    let control = free_tcp().to_string();
     let mut target_args = vec![
         "node",
         "--role",

@@ -18,8 +18,8 @@
 //!   connection: both sides carry on.
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::process::{Child, Command, Output, Stdio};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use nvme_ulp::Status;
 use serde_json::Value;
 
 mod common;
-use common::{stderr, Scratch, BIN};
+use common::{free_tcp, free_udp, stderr, wait_at_most, Scratch, BIN};
 
 /// The tests pin their processes to CPUs 0 and 1: one at a time, or they
 /// would share them.
@@ -39,18 +39,6 @@ static CPUS: Mutex<()> = Mutex::new(());
 
 fn cpus() -> MutexGuard<'static, ()> {
     CPUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .unwrap()
-}
-
-fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
 }
 
 /// A target configuration: the control and UDP addresses, pinned to CPU
@@ -93,26 +81,6 @@ fn start_target(path: &str) -> Child {
         .expect("run falcon nvme-target")
 }
 
-/// Waits for `child` at most `limit`; kills it past that.
-fn wait(child: Child, limit: Duration) -> Output {
-    let pid = child.id();
-    let start = Instant::now();
-    let watchdog = std::thread::spawn(move || {
-        while start.elapsed() < limit {
-            std::thread::sleep(Duration::from_millis(100));
-            if std::fs::metadata(format!("/proc/{pid}")).is_err() {
-                return;
-            }
-        }
-        let _ = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    });
-    let output = child.wait_with_output().expect("wait");
-    let _ = watchdog.join();
-    output
-}
-
 /// Stops the target with SIGTERM; its final figures.
 fn stop_target(target: Child) -> Value {
     let status = Command::new("kill")
@@ -120,7 +88,7 @@ fn stop_target(target: Child) -> Value {
         .status()
         .expect("kill");
     assert!(status.success());
-    let out = wait(target, Duration::from_secs(30));
+    let out = wait_at_most(target, Duration::from_secs(30));
     // Its log, shown with a failing test (or --nocapture).
     eprintln!("{}", stderr(&out));
     assert!(out.status.success(), "target: {}", stderr(&out));
@@ -157,7 +125,7 @@ fn start_perf(control: SocketAddr, args: &[&str]) -> Child {
 
 /// A finished nvme-perf run: verified, no error, as many I/Os as asked.
 fn verified(perf: Child, ios: u64) -> Value {
-    let out = wait(perf, Duration::from_secs(180));
+    let out = wait_at_most(perf, Duration::from_secs(180));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{e}: {}\n{}",
@@ -232,7 +200,7 @@ protection = "opaque"
     verified(a, 1500);
     verified(b, 1500);
     // A namespace the target does not export is refused by name.
-    let out = wait(run("9", "5"), Duration::from_secs(60));
+    let out = wait_at_most(run("9", "5"), Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("--nsid 9: the target at")
@@ -730,7 +698,7 @@ fn a_stalled_initiator_loses_its_connection_and_reconnects() {
         .status()
         .unwrap()
         .success());
-    let out = wait(perf, Duration::from_secs(120));
+    let out = wait_at_most(perf, Duration::from_secs(120));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{e}: {}\n{}",

@@ -8,33 +8,13 @@
 //! time (each pair polls both cores).
 #![cfg(feature = "dpdk")]
 
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
-use common::{stderr, Scratch, BIN};
-
-/// Waits for `child`, killing it after `limit`.
-fn finish(mut child: Child, limit: Duration) -> Output {
-    let end = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-}
+use common::{free_tcp, stderr, wait_at_most, Scratch, BIN};
 
 #[test]
 fn nvme_perf_over_memif_verifies_against_the_target() {
@@ -117,7 +97,7 @@ metadata = 8
             .stderr(Stdio::piped())
             .spawn()
             .expect("run falcon nvme-perf");
-        let out = finish(out, Duration::from_secs(120));
+        let out = wait_at_most(out, Duration::from_secs(120));
         let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "{e}: {}\n{}",
@@ -141,7 +121,7 @@ metadata = 8
         .status()
         .unwrap()
         .success());
-    let out = finish(target, Duration::from_secs(30));
+    let out = wait_at_most(target, Duration::from_secs(30));
     let log = reader.join().unwrap();
     assert!(out.status.success(), "target: {log}");
     let report: Value = serde_json::from_slice(&out.stdout)

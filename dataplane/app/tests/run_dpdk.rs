@@ -16,7 +16,6 @@
 //! time (each run polls both CPUs).
 #![cfg(feature = "dpdk")]
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -24,7 +23,7 @@ use serde_json::Value;
 
 mod common;
 use common::metrics::{promtool, scrape};
-use common::{repo_root, BIN};
+use common::{free_tcp, repo_root, BIN};
 
 fn config(name: &str) -> String {
     repo_root()
@@ -32,11 +31,6 @@ fn config(name: &str) -> String {
         .join(name)
         .to_string_lossy()
         .into_owned()
-}
-
-fn free_tcp() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
 }
 
 fn start(args: &[&str]) -> Child {
@@ -88,7 +82,7 @@ fn stats_lines(out: &Output) -> usize {
 
 #[test]
 fn the_loopback_node_verifies_reports_each_second_and_serves_metrics() {
-    let metrics = free_tcp();
+    let metrics = free_tcp().to_string();
     let child = start(&[
         "--config",
         &config("run-loopback.toml"),

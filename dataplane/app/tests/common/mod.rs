@@ -7,8 +7,10 @@
 pub mod metrics;
 pub mod nbd;
 
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_falcon");
@@ -67,4 +69,40 @@ pub fn falcon_in(dir: &Path, args: &[&str]) -> Output {
 /// Its standard error, as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (a control or
+/// metrics address for a process under test).
+pub fn free_tcp() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+}
+
+/// A UDP port on 127.0.0.1 that was free a moment ago.
+pub fn free_udp() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .unwrap()
+}
+
+/// Waits for `child` and its output, SIGKILLing it once `limit` has
+/// passed (its pipes are read meanwhile, so a chatty child never blocks).
+pub fn wait_at_most(child: Child, limit: Duration) -> Output {
+    let pid = child.id();
+    let start = Instant::now();
+    let watchdog = std::thread::spawn(move || {
+        while start.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(50));
+            if std::fs::metadata(format!("/proc/{pid}")).is_err() {
+                return;
+            }
+        }
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    });
+    let output = child.wait_with_output().expect("wait");
+    let _ = watchdog.join();
+    output
 }
