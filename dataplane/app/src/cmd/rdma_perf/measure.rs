@@ -99,14 +99,13 @@ struct Run<'a> {
     received: Vec<u64>,
     /// Receive completions on the client (send_lat), per QP.
     client_received: Vec<u64>,
+    /// Fetch-and-adds completed successfully, per QP, warm-up included.
+    atomics: Vec<u64>,
 }
 
-/// Runs the plan on a fresh in-process pair.
-///
-/// # Errors
-///
-/// [`AppError::Failed`] if the pair or a verbs object cannot be built.
-pub fn in_process(plan: &Plan) -> Result<Report> {
+/// The pair of `plan`, its buffers registered, the receives of a SEND
+/// test posted; and both sides' address lines.
+fn setup(plan: &Plan) -> Result<(Run<'_>, Vec<Endpoint>, Vec<Endpoint>)> {
     let depth = plan.tx_depth.max(plan.rx_depth).max(16) * 2;
     let config = PairConfig {
         qps: plan.qps,
@@ -169,6 +168,7 @@ pub fn in_process(plan: &Plan) -> Result<Report> {
         errors: Vec::new(),
         received: vec![0; plan.qps],
         client_received: vec![0; plan.qps],
+        atomics: vec![0; plan.qps],
     };
     if plan.verb == Verb::Send {
         // The server's receives (and, for send_lat, the client's).
@@ -181,6 +181,16 @@ pub fn in_process(plan: &Plan) -> Result<Report> {
             }
         }
     }
+    Ok((run, local, remote))
+}
+
+/// Runs the plan on a fresh in-process pair.
+///
+/// # Errors
+///
+/// [`AppError::Failed`] if the pair or a verbs object cannot be built.
+pub fn in_process(plan: &Plan) -> Result<Report> {
+    let (mut run, local, remote) = setup(plan)?;
     let mut bw = Vec::new();
     let mut lat = Vec::new();
     for &size in &plan.sizes {
@@ -339,6 +349,12 @@ impl Run<'_> {
                     }
                     self.post_recv(side, q)?;
                 } else {
+                    if wc.opcode == WcOpcode::FetchAdd {
+                        let node = &self.pair.nodes[side];
+                        if let Some(q) = node.qps.iter().position(|qp| qp.value() == wc.qp_num) {
+                            self.atomics[q] += 1;
+                        }
+                    }
                     sends.push(wc);
                 }
             }
@@ -346,18 +362,38 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// One size of a bandwidth test, after a warm-up of `-t` messages
+    /// per QP that is not counted (the first messages of a connection
+    /// meet Swift's initial window and the caches cold).
     fn bandwidth(&mut self, size: u32) -> Result<BwRow> {
+        let warm_up = u64::from(self.plan.tx_depth).min(self.plan.iters.unwrap_or(u64::MAX));
+        self.bandwidth_pass(size, Some(warm_up), None, false)?;
+        self.bandwidth_pass(
+            size,
+            self.plan.iters,
+            self.plan.duration,
+            self.plan.progress,
+        )
+    }
+
+    fn bandwidth_pass(
+        &mut self,
+        size: u32,
+        iters: Option<u64>,
+        duration: Option<Duration>,
+        progress: bool,
+    ) -> Result<BwRow> {
         let plan = self.plan;
         let qps = plan.qps;
-        let limit = plan.iters.unwrap_or(u64::MAX);
+        let limit = iters.unwrap_or(u64::MAX);
         let mut posted = vec![0u64; qps];
         let mut completed = vec![0u64; qps];
         self.received.iter_mut().for_each(|r| *r = 0);
         let mut tposted: Vec<u64> = Vec::new();
         let mut tcompleted: Vec<u64> = Vec::new();
-        let keep_times = plan.iters.is_some();
+        let keep_times = iters.is_some();
         let start = Instant::now();
-        let stop_at = plan.duration.map(|d| start + d);
+        let stop_at = duration.map(|d| start + d);
         let mut last_progress = Instant::now();
         let mut last_done = 0u64;
         let mut last_completion = Instant::now();
@@ -366,7 +402,7 @@ impl Run<'_> {
         let mut per_second: Vec<f64> = Vec::new();
         loop {
             let now = Instant::now();
-            let posting = stop_at.is_none_or(|at| now < at);
+            let posting = stop_at.map_or(true, |at| now < at);
             for q in 0..qps {
                 while posting
                     && posted[q] < limit
@@ -393,7 +429,7 @@ impl Run<'_> {
                 break;
             }
             let done: u64 = completed.iter().sum();
-            if plan.progress && last_progress.elapsed() >= Duration::from_secs(1) {
+            if progress && last_progress.elapsed() >= Duration::from_secs(1) {
                 let secs = last_progress.elapsed().as_secs_f64();
                 let mib = (done - last_done) as f64 * f64::from(size) / secs / f64::from(1 << 20);
                 per_second.push(mib);
@@ -449,7 +485,7 @@ impl Run<'_> {
                 * f64::from(1 << 20)
         }
         .max(average);
-        let verified = plan.verify.then(|| self.verify(size, total));
+        let verified = plan.verify.then(|| self.verify(size));
         Ok(BwRow {
             bytes: size,
             iterations: total,
@@ -464,7 +500,7 @@ impl Run<'_> {
     }
 
     /// Checks the target buffers after a size; records a failure.
-    fn verify(&mut self, size: u32, operations: u64) -> bool {
+    fn verify(&mut self, size: u32) -> bool {
         let size = size as usize;
         let mut ok = true;
         for q in 0..self.plan.qps {
@@ -487,7 +523,7 @@ impl Run<'_> {
                         word.copy_from_slice(&b[..8]);
                         u64::from_le_bytes(word)
                     });
-                    let expected = self.atomic_expected(q, operations);
+                    let expected = self.atomics[q];
                     if counter != expected {
                         ok = false;
                         self.errors.push(format!(
@@ -510,13 +546,6 @@ impl Run<'_> {
         ok
     }
 
-    /// Fetch-and-adds QP `q` has completed since the run began (the
-    /// counter is never reset): `operations` are those of every QP in
-    /// this size; atomics have one size.
-    fn atomic_expected(&self, _q: usize, operations: u64) -> u64 {
-        operations / self.plan.qps as u64
-    }
-
     fn latency(&mut self, size: u32) -> Result<LatRow> {
         let plan = self.plan;
         let limit = plan.iters.unwrap_or(u64::MAX);
@@ -529,7 +558,7 @@ impl Run<'_> {
         self.client_received[0] = 0;
         self.received[0] = 0;
         let mut iteration = 0u64;
-        while iteration < limit && stop_at.is_none_or(|at| Instant::now() < at) {
+        while iteration < limit && stop_at.map_or(true, |at| Instant::now() < at) {
             // The tag of this round trip: never 0 (a fresh buffer).
             let tag = (iteration % 255 + 1) as u8;
             let source = plan.source_offset();
@@ -603,17 +632,16 @@ impl Run<'_> {
             sends[1].clear();
         }
         let elapsed = start.elapsed().as_secs_f64().max(1e-9);
-        let verified = plan.verify.then(|| self.verify_latency(size, iteration));
+        let verified = plan.verify.then(|| self.verify_latency(size));
         let mut row = lat_row(size, &samples, plan.verb.rtt_factor());
         row.tps_average = samples.len() as f64 / elapsed;
         row.verified = verified;
         Ok(row)
     }
 
-    fn verify_latency(&mut self, size: u32, iterations: u64) -> bool {
+    fn verify_latency(&mut self, size: u32) -> bool {
         match self.plan.verb {
-            Verb::Atomic => self.verify(size, iterations),
-            Verb::Read => self.verify(size, iterations),
+            Verb::Atomic | Verb::Read => self.verify(size),
             Verb::Write | Verb::Send => {
                 // Each side's target holds the other's data (send_lat:
                 // each side receives into the bytes it sends from, so the
@@ -651,8 +679,8 @@ pub(crate) fn peak_rate(tposted: &[u64], tcompleted: &[u64]) -> f64 {
     let step = n.div_ceil(2000).max(1);
     let mut best = f64::INFINITY;
     for i in (0..n).step_by(step) {
-        for j in i..n {
-            let t = tcompleted[j].saturating_sub(tposted[i]) as f64 / (j - i + 1) as f64;
+        for (k, &done) in tcompleted[i..n].iter().enumerate() {
+            let t = done.saturating_sub(tposted[i]) as f64 / (k + 1) as f64;
             if t > 0.0 && t < best {
                 best = t;
             }
@@ -734,6 +762,50 @@ mod tests {
 
     /// One message posted at 0 and completed at 10 µs, then 9 more each
     /// 1 µs apart: the best run is all ten, 19 µs / 10 = 1.9 µs each.
+    fn plan(args: &[&str]) -> Plan {
+        use clap::Parser;
+        let mut all = vec!["falcon", "rdma-perf"];
+        all.extend_from_slice(args);
+        match crate::cli::Cli::try_parse_from(all)
+            .expect("parsed")
+            .command
+        {
+            crate::cli::Command::RdmaPerf(args) => Plan::new(&args).expect("plan"),
+            _ => unreachable!("rdma-perf parses as rdma-perf"),
+        }
+    }
+
+    /// --verify passes on what the run placed and fails, naming the byte,
+    /// once a byte of the target differs.
+    #[test]
+    fn verify_catches_a_wrong_byte() {
+        for test in ["write_bw", "read_bw", "send_bw"] {
+            let plan = plan(&[test, "-n", "20", "-s", "5000", "--verify"]);
+            let (mut run, _, _) = setup(&plan).expect("setup");
+            let row = run.bandwidth(5000).expect("ran");
+            assert_eq!(row.verified, Some(true), "{test}: {:?}", run.errors);
+            let target = if test == "read_bw" { 0 } else { 1 };
+            run.buffers.regions[target][0].with_mut(|b| b[4999] ^= 1);
+            assert!(!run.verify(5000), "{test}");
+            assert!(run.errors[0].contains("byte 4999"), "{:?}", run.errors);
+        }
+    }
+
+    /// The atomic counter equals the fetch-and-adds completed, exactly:
+    /// one more or one fewer fails.
+    #[test]
+    fn verify_counts_fetch_and_adds() {
+        let plan = plan(&["atomic_bw", "-n", "30", "-q", "2", "--verify"]);
+        let (mut run, _, _) = setup(&plan).expect("setup");
+        let row = run.bandwidth(8).expect("ran");
+        assert_eq!(row.verified, Some(true), "{:?}", run.errors);
+        // The warm-up's 30 and the run's 30 per QP.
+        assert_eq!(run.atomics, vec![60, 60]);
+        run.buffers.regions[1][1].with_mut(|b| b[0] = b[0].wrapping_add(1));
+        assert!(!run.verify(8));
+        assert!(run.errors[0].contains("QP 1"), "{:?}", run.errors);
+    }
+
     #[test]
     fn peak_is_the_fastest_run_of_messages() {
         let posted: Vec<u64> = vec![0; 10];
