@@ -207,6 +207,8 @@ fn bad_options_exit_2_naming_the_flag() {
         (&["write_bw", "--bogus"][..], "--bogus"),
         (&["write_bw", "-n", "x"][..], "--iters"),
         (&["fly_bw"][..], "fly_bw"),
+        (&["write_bw", "--output=latency"][..], "--output"),
+        (&["read_lat", "--output=bandwidth"][..], "--output"),
     ] {
         let mut all = vec!["rdma-perf"];
         all.extend_from_slice(args);

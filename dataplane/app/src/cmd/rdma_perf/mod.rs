@@ -154,6 +154,15 @@ impl Plan {
         if !(0.0..=100.0).contains(&args.loss) {
             return usage(format!("--loss {}: must be 0 to 100", args.loss));
         }
+        match (args.output, latency) {
+            (Some(RdmaOutput::Latency), false) => {
+                return usage("--output=latency: a bandwidth test measures no latency");
+            }
+            (Some(RdmaOutput::Bandwidth | RdmaOutput::MessageRate), true) => {
+                return usage("--output: a latency test measures latency only");
+            }
+            _ => {}
+        }
         let duration = match args.duration {
             None => None,
             Some(d) if d > 0.0 && d <= 3600.0 => Some(Duration::from_secs_f64(d)),
