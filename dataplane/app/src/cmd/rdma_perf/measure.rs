@@ -29,6 +29,10 @@ use crate::rdma::{Node, PairConfig, RdmaPair, UD_QKEY};
 /// perftest's `LAT_MEASURE_TAIL`: the largest samples dropped.
 const LAT_MEASURE_TAIL: usize = 2;
 
+/// Latency samples kept for the percentiles (32 MiB of them); a longer
+/// `-D` run counts the rest into `t_avg` and `tps average` only.
+const MAX_SAMPLES: usize = 1 << 22;
+
 /// How long a size may go without a completion before the run fails.
 const STALL_LIMIT: Duration = Duration::from_secs(30);
 
@@ -554,10 +558,11 @@ impl Run<'_> {
         let start = Instant::now();
         let stop_at = plan.duration.map(|d| start + d);
         let mut last_progress = Instant::now();
-        let mut last_count = 0usize;
+        let mut last_count = 0u64;
         self.client_received[0] = 0;
         self.received[0] = 0;
         let mut iteration = 0u64;
+        let mut total_ns = 0u128;
         while iteration < limit && stop_at.map_or(true, |at| Instant::now() < at) {
             // The tag of this round trip: never 0 (a fresh buffer).
             let tag = (iteration % 255 + 1) as u8;
@@ -611,17 +616,21 @@ impl Run<'_> {
             if !self.errors.is_empty() {
                 break;
             }
-            samples.push(t0.elapsed().as_nanos() as u64);
+            let sample = t0.elapsed().as_nanos() as u64;
+            total_ns += u128::from(sample);
+            if samples.len() < MAX_SAMPLES {
+                samples.push(sample);
+            }
             iteration += 1;
             if plan.progress && last_progress.elapsed() >= Duration::from_secs(1) {
                 let secs = last_progress.elapsed().as_secs_f64();
                 eprintln!(
                     "[{:>3} s] {size} B: {:.0} round trips/s",
                     start.elapsed().as_secs(),
-                    (samples.len() - last_count) as f64 / secs
+                    (iteration - last_count) as f64 / secs
                 );
                 last_progress = Instant::now();
-                last_count = samples.len();
+                last_count = iteration;
             }
         }
         // Let the last replies' completions come in before the next size.
@@ -634,7 +643,11 @@ impl Run<'_> {
         let elapsed = start.elapsed().as_secs_f64().max(1e-9);
         let verified = plan.verify.then(|| self.verify_latency(size));
         let mut row = lat_row(size, &samples, plan.verb.rtt_factor());
-        row.tps_average = samples.len() as f64 / elapsed;
+        if iteration > samples.len() as u64 {
+            row.iterations = iteration;
+            row.t_avg_us = total_ns as f64 / iteration as f64 / 1e3 / plan.verb.rtt_factor();
+        }
+        row.tps_average = iteration as f64 / elapsed;
         row.verified = verified;
         Ok(row)
     }
