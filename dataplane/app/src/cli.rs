@@ -125,6 +125,166 @@ pub enum Command {
     /// figures (`--json`: one object). Configuration errors name the file,
     /// line and key (exit 2); `--check` prints the plan.
     NvmeTarget(NvmeTargetArgs),
+    /// perftest's ib_*_bw and ib_*_lat over RDMA over Falcon, with
+    /// perftest's options, banner, column headings and units (ulp.md §4.1):
+    /// `write_bw`, `read_bw`, `send_bw`, `atomic_bw` (fetch-and-add),
+    /// `write_lat`, `read_lat`, `send_lat`, `atomic_lat`. By default both
+    /// sides run in this process: two engines over the in-process loopback
+    /// (PSP on, Swift), one Falcon connection per QP (ordered for strong
+    /// ordering), one verbs device each, turned by one thread, with
+    /// `--loss` seeded loss and reordering. BW tests report `BW
+    /// peak[MiB/sec] BW average[MiB/sec] MsgRate[Mpps]` (MiB = 2^20 bytes;
+    /// `--report_gbits`: Gb/sec, 10^9 bits); latency tests report t_min,
+    /// t_max, t_typical (the median), t_avg, t_stdev and the 99% and 99.9%
+    /// percentiles in µs after dropping the 2 largest samples, RTT/2 for
+    /// write and send, the full RTT for read and atomic. `--verify` checks
+    /// every byte of the target buffers (atomics: the final counter) after
+    /// the run. Exits 1 if a work request completes with an error status
+    /// or a check fails, 2 on a bad option.
+    #[command(name = "rdma-perf")]
+    RdmaPerf(RdmaPerfArgs),
+}
+
+/// `falcon rdma-perf`'s test (perftest's tool names, without `ib_`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RdmaTest {
+    #[value(name = "write_bw")]
+    WriteBw,
+    #[value(name = "read_bw")]
+    ReadBw,
+    #[value(name = "send_bw")]
+    SendBw,
+    #[value(name = "atomic_bw")]
+    AtomicBw,
+    #[value(name = "write_lat")]
+    WriteLat,
+    #[value(name = "read_lat")]
+    ReadLat,
+    #[value(name = "send_lat")]
+    SendLat,
+    #[value(name = "atomic_lat")]
+    AtomicLat,
+}
+
+/// perftest's `-c`: the connection type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RdmaConnection {
+    #[value(name = "RC")]
+    Rc,
+    #[value(name = "UD")]
+    Ud,
+}
+
+/// perftest's `--output`: one number only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RdmaOutput {
+    Bandwidth,
+    #[value(name = "message_rate")]
+    MessageRate,
+    Latency,
+}
+
+/// RDMA over Falcon's ordering mode of the QPs (RDMA-0.9 §6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RdmaOrdering {
+    Strong,
+    Weak,
+    Unordered,
+}
+
+/// `falcon rdma-perf`: perftest's options where they apply.
+#[derive(Debug, Clone, Args)]
+pub struct RdmaPerfArgs {
+    /// The test.
+    #[arg(value_enum)]
+    pub test: RdmaTest,
+    /// Message size in bytes [default: 65536 for BW tests, 2 for latency
+    /// tests; atomics are always 8].
+    #[arg(short = 's', long = "size", value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..=(1 << 23)))]
+    pub size: Option<u32>,
+    /// All sizes, powers of two from 2 to 2^23 (8 MiB, the largest buffer
+    /// each QP gets), or to `--max-size`.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// With `-a`: the largest size (a power of two, 2 to 2^23).
+    #[arg(long = "max-size", value_name = "BYTES", default_value_t = 1 << 23, value_parser = clap::value_parser!(u32).range(2..=(1 << 23)))]
+    pub max_size: u32,
+    /// Iterations per QP and size [default: 5000 for write_bw, 1000
+    /// otherwise].
+    #[arg(short = 'n', long = "iters", value_name = "N", conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(5..=100_000_000))]
+    pub iters: Option<u64>,
+    /// Run this many seconds instead of `-n` iterations (latency tests
+    /// then report `t_avg[usec] tps average`).
+    #[arg(
+        short = 'D',
+        long = "duration",
+        value_name = "SECONDS",
+        conflicts_with = "all"
+    )]
+    pub duration: Option<f64>,
+    /// QPs, each on its own Falcon connection.
+    #[arg(short = 'q', long = "qp", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub qps: u32,
+    /// Work requests outstanding per QP at most (BW tests; latency tests
+    /// have one).
+    #[arg(short = 't', long = "tx-depth", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=8192))]
+    pub tx_depth: u32,
+    /// Receives posted per QP (send tests).
+    #[arg(short = 'r', long = "rx-depth", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=8192))]
+    pub rx_depth: u32,
+    /// The path MTU: RDMA payload bytes per packet, 256 to 4096.
+    #[arg(
+        short = 'm',
+        long = "mtu",
+        value_name = "BYTES",
+        default_value_t = 4096
+    )]
+    pub mtu: u32,
+    /// Connection type: RC, or UD (send tests only; a message fits one
+    /// MTU).
+    #[arg(short = 'c', long = "connection", value_enum, default_value_t = RdmaConnection::Rc)]
+    pub connection: RdmaConnection,
+    /// Report bandwidth in Gb/sec (10^9 bits) instead of MiB/sec.
+    #[arg(long = "report_gbits")]
+    pub report_gbits: bool,
+    /// Print one number only: the average bandwidth, the message rate, or
+    /// the typical (median) latency.
+    #[arg(
+        long = "output",
+        value_enum,
+        value_name = "bandwidth|message_rate|latency"
+    )]
+    pub output: Option<RdmaOutput>,
+    /// Accepted for perftest compatibility (there is no CPU frequency
+    /// check to skip).
+    #[arg(short = 'F')]
+    pub no_cpufreq_check: bool,
+    /// Check every byte of the target buffers after each size (WRITE: the
+    /// server's; READ: the client's; SEND: the receive buffers) against
+    /// the source; atomics: the server's counter equals the number of
+    /// fetch-and-adds.
+    #[arg(long)]
+    pub verify: bool,
+    /// Lose and reorder this percentage of the frames each way on the
+    /// in-process loopback (seeded by `--seed`).
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.0)]
+    pub loss: f64,
+    /// Seed of the faults and the data pattern.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// RDMA over Falcon ordering mode of the QPs: strong (ordered Falcon
+    /// connections), weak or unordered (unordered ones).
+    #[arg(long, value_enum, default_value_t = RdmaOrdering::Strong)]
+    pub ordering: RdmaOrdering,
+    /// Pin this process to CPU core N.
+    #[arg(long, value_name = "N")]
+    pub core: Option<usize>,
+    /// No per-second lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// The report as one JSON object on stdout (perftest's `--out_json`).
+    #[arg(long, alias = "out_json")]
+    pub json: bool,
 }
 
 /// `falcon nvme-target`: the target node.

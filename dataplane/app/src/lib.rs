@@ -18,6 +18,7 @@ pub mod nvme;
 pub mod nvmecfg;
 pub mod output;
 pub mod pcapio;
+pub mod rdma;
 pub mod refcfg;
 pub mod runcfg;
 pub mod udp;
@@ -68,6 +69,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::NbdGateway(args) => cmd::nbd_gateway::main(&args),
         Command::NvmePerf(args) => cmd::nvme_perf::main(&args),
         Command::NvmeTarget(args) => cmd::nvme_target::main(&args),
+        Command::RdmaPerf(args) => cmd::rdma_perf::main(&args),
         Command::Pktgen(args) => {
             let report = cmd::pktgen::run(&args)?;
             cmd::pktgen::outcome(&report, args.json)

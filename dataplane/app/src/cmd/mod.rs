@@ -19,6 +19,7 @@ pub mod pipeline_falcon;
 pub mod pipeline_lcores;
 pub mod pktgen;
 pub mod psp_tool;
+pub mod rdma_perf;
 pub mod run;
 mod slices;
 // Used by the DPDK benchmarks; built and tested without DPDK too.
