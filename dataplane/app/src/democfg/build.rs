@@ -895,7 +895,7 @@ mod tests {
 
     #[test]
     fn refused_values_name_the_key() {
-        let cases: [(&str, Edit); 22] = [
+        let cases: [(&str, Edit); 28] = [
             ("`delivery.tx_window`", |c| c.delivery.tx_window = 0),
             ("`connection.rate_cap_bps`", |c| {
                 c.connection.rate_cap_bps = u64::MAX

@@ -575,6 +575,7 @@ mod tests {
             seed: Some(1),
             timeout: Some(10.0),
             no_nvme: true,
+            no_rdma: true,
             json: true,
             ..DemoArgs::default()
         };
@@ -598,8 +599,13 @@ mod tests {
             a.nvme_commands = Some(0);
         });
         assert!(err.to_string().contains("--nvme-commands"), "{err}");
+        let err = with(|a| {
+            a.no_rdma = false;
+            a.rdma_ops = Some(0);
+        });
+        assert!(err.to_string().contains("--rdma-ops"), "{err}");
         let r = run_flags(base).unwrap();
-        assert!(r.ok && r.nvme.is_none());
+        assert!(r.ok && r.nvme.is_none() && r.rdma.is_none());
     }
 
     /// The NVMe phase under 3 % loss and reordering: every command
