@@ -654,7 +654,7 @@ impl RdmaPair {
         let (sa, sb) = (self.da.stats(), self.db.stats());
         RdmaFalcon {
             retransmissions: a.retransmissions + b.retransmissions,
-            drops: drops.iter().map(|(name, n)| (name, n)).collect(),
+            drops: drops.iter().collect(),
             frames: a.tx_frames + b.tx_frames,
             frames_lost: faults.lost,
             frames_reordered: faults.reordered,
