@@ -26,9 +26,12 @@ pub enum Command {
     /// Then NVMe over Falcon: an NVMe initiator and target over their own
     /// lossy loopback, PSP on, reads and writes of 4 KiB to 1 MiB, every
     /// write read back and compared byte for byte (`--no-nvme` skips it).
+    /// Then RDMA over Falcon: WRITE, READ, SEND and atomics over several RC
+    /// QPs, multi-MTU messages, every byte verified (`--no-rdma` skips it).
     /// Prints transactions/s, Gbit/s, p50/p99 latency, retransmissions,
-    /// drops by reason and the congestion windows seen, and the NVMe IOPS,
-    /// MiB/s and latency. Exits 1 if anything failed verification.
+    /// drops by reason and the congestion windows seen, the NVMe IOPS,
+    /// MiB/s and latency, and the RDMA ops/s, MiB/s and latency. Exits 1 if
+    /// anything failed verification.
     Demo(DemoArgs),
     /// Offline PSP tools on pcap files, compatible with google/psp's
     /// `psp_encrypt` and `psp_decrypt` (same flags, same configuration files,
@@ -878,6 +881,14 @@ pub struct DemoArgs {
     /// Skip the NVMe phase [nvme.enabled = false].
     #[arg(long)]
     pub no_nvme: bool,
+    /// RDMA operations of the RDMA phase after the NVMe phase: WRITE,
+    /// READ, SEND and atomics over several RC QPs of RDMA over Falcon,
+    /// every byte verified [rdma.operations, default 2000].
+    #[arg(long, value_name = "N")]
+    pub rdma_ops: Option<u64>,
+    /// Skip the RDMA phase [rdma.enabled = false].
+    #[arg(long)]
+    pub no_rdma: bool,
     /// One JSON object on stdout.
     #[arg(long)]
     pub json: bool,

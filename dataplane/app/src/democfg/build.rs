@@ -21,10 +21,12 @@ use falcon_core::testing::Faults;
 use falcon_core::transaction::TransactionConfig;
 use falcon_core::wire::RnrTimeout;
 use psp::{MasterKey, MasterKeys, SecurityGlobals};
+use rdma_ulp::verbs::{Mtu, QpOrdering};
 use rue::{BypassConfig, DcqcnConfig, PlbConfig, ProfileConfig, Profiles, SwiftConfig};
 
 use super::schema::{
-    DeliverySection, DemoConfig, KeyHex, ResourcesSection, RueAlgorithm, RuePlacement, SwiftSection,
+    DeliverySection, DemoConfig, KeyHex, RdmaOrdering, ResourcesSection, RueAlgorithm,
+    RuePlacement, SwiftSection,
 };
 use super::Origin;
 use crate::cmd::nvme_io::{MAX_IO, MIN_IO};
@@ -48,6 +50,33 @@ pub struct Setup {
     pub faults: Faults,
     /// The NVMe phase, unless `nvme.enabled = false`.
     pub nvme: Option<NvmeWorkload>,
+    /// The RDMA phase, unless `rdma.enabled = false`.
+    pub rdma: Option<RdmaWorkload>,
+}
+
+/// What the RDMA phase runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RdmaWorkload {
+    pub operations: u64,
+    /// RC QPs, one Falcon connection each.
+    pub qps: usize,
+    /// Operations outstanding per QP at most.
+    pub queue_depth: usize,
+    /// Message sizes of WRITE, READ and SEND, bytes, each within
+    /// 1..=[`RDMA_MAX_SIZE`].
+    pub sizes: Vec<u32>,
+    pub mtu: Mtu,
+    /// Strong on ordered Falcon connections, weak on unordered ones.
+    pub ordering: QpOrdering,
+    /// The pair's loopback faults: `[faults]`, as the Falcon workload's.
+    pub faults: Faults,
+    /// The configuration the pair's engines are built from; the
+    /// connections' ordering follows `ordering`, the RUE inline.
+    pub engines: Box<DemoConfig>,
+    pub seed: u64,
+    /// An operation not complete after this long fails the run: the
+    /// workload's timeout, at most [`RDMA_OP_TIMEOUT`].
+    pub timeout: Duration,
 }
 
 /// What the NVMe phase runs.
@@ -197,6 +226,7 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         ));
     }
     let nvme = nvme(config, &workload, origin)?;
+    let rdma = rdma(config, &workload, origin)?;
     Ok(Setup {
         initiator,
         target,
@@ -207,6 +237,7 @@ pub fn setup(config: &DemoConfig, origin: &Origin) -> Result<Setup> {
         target_ulp,
         faults,
         nvme,
+        rdma,
     })
 }
 
@@ -402,6 +433,86 @@ fn nvme(config: &DemoConfig, workload: &Workload, origin: &Origin) -> Result<Opt
         engines: Box::new(config.clone()),
         seed: workload.seed,
         icmd_timeout: workload.timeout.min(NVME_ICMD_TIMEOUT),
+    }))
+}
+
+/// Longest an operation of the RDMA phase may take.
+pub const RDMA_OP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most QPs of the RDMA phase.
+const RDMA_MAX_QPS: usize = 64;
+/// Most operations outstanding on one QP of the RDMA phase.
+const RDMA_MAX_QUEUE_DEPTH: usize = 256;
+/// The largest message of the RDMA phase.
+pub const RDMA_MAX_SIZE: u32 = 4 << 20;
+/// Bytes the RDMA phase may register on each side: a buffer of the
+/// largest size per outstanding operation.
+const RDMA_MAX_MEMORY: u64 = 512 << 20;
+
+fn rdma(config: &DemoConfig, workload: &Workload, origin: &Origin) -> Result<Option<RdmaWorkload>> {
+    let r = &config.rdma;
+    if r.operations == 0 {
+        return Err(origin.error(
+            "rdma.operations",
+            "must be at least 1 (rdma.enabled = false or --no-rdma skips the RDMA phase)",
+        ));
+    }
+    if !(1..=RDMA_MAX_QPS).contains(&r.qps) {
+        return Err(origin.error(
+            "rdma.qps",
+            format!("must be within 1..={RDMA_MAX_QPS}, got {}", r.qps),
+        ));
+    }
+    if !(1..=RDMA_MAX_QUEUE_DEPTH).contains(&r.queue_depth) {
+        return Err(origin.error(
+            "rdma.queue_depth",
+            format!(
+                "must be within 1..={RDMA_MAX_QUEUE_DEPTH}, got {}",
+                r.queue_depth
+            ),
+        ));
+    }
+    if r.sizes.is_empty() {
+        return Err(origin.error("rdma.sizes", "needs at least one size"));
+    }
+    if let Some(&size) = r.sizes.iter().find(|&&s| !(1..=RDMA_MAX_SIZE).contains(&s)) {
+        return Err(origin.error(
+            "rdma.sizes",
+            format!("{size}: each size must be within 1..={RDMA_MAX_SIZE} bytes"),
+        ));
+    }
+    let largest = u64::from(r.sizes.iter().copied().max().unwrap_or(0));
+    let memory = largest * (r.qps * r.queue_depth) as u64;
+    if memory > RDMA_MAX_MEMORY {
+        return Err(origin.error(
+            "rdma.sizes",
+            format!(
+                "the largest size times rdma.qps times rdma.queue_depth is {memory} bytes to register on each side, more than {RDMA_MAX_MEMORY}"
+            ),
+        ));
+    }
+    let Some(mtu) = Mtu::from_bytes(r.mtu) else {
+        return Err(origin.error(
+            "rdma.mtu",
+            format!("{}: must be 256, 512, 1024, 2048 or 4096", r.mtu),
+        ));
+    };
+    if !r.enabled {
+        return Ok(None);
+    }
+    Ok(Some(RdmaWorkload {
+        operations: r.operations,
+        qps: r.qps,
+        queue_depth: r.queue_depth,
+        sizes: r.sizes.clone(),
+        mtu,
+        ordering: match r.ordering {
+            RdmaOrdering::Strong => QpOrdering::Strong,
+            RdmaOrdering::Weak => QpOrdering::Weak,
+        },
+        faults: faults(config, &Origin::default())?,
+        engines: Box::new(config.clone()),
+        seed: workload.seed,
+        timeout: workload.timeout.min(RDMA_OP_TIMEOUT),
     }))
 }
 
@@ -718,6 +829,35 @@ mod tests {
     }
 
     #[test]
+    fn rdma_values_reach_the_setup() {
+        let s = build(|c| {
+            c.rdma.operations = 9;
+            c.rdma.qps = 2;
+            c.rdma.queue_depth = 3;
+            c.rdma.sizes = vec![100, 9000];
+            c.rdma.mtu = 1024;
+            c.rdma.ordering = RdmaOrdering::Weak;
+            c.faults.loss = 0.05;
+            c.psp.enabled = false;
+            c.workload.seed = 9;
+            c.workload.timeout_s = 2.0;
+        })
+        .unwrap();
+        let rdma = s.rdma.unwrap();
+        assert_eq!((rdma.operations, rdma.qps, rdma.queue_depth), (9, 2, 3));
+        assert_eq!(rdma.sizes, [100, 9000]);
+        assert_eq!((rdma.mtu, rdma.ordering), (Mtu::B1024, QpOrdering::Weak));
+        assert_eq!((rdma.faults.loss_ppm, rdma.seed), (50_000, 9));
+        assert!(!rdma.engines.psp.enabled);
+        assert_eq!(rdma.timeout, Duration::from_secs(2));
+        assert_eq!(build(|c| c.rdma.enabled = false).unwrap().rdma, None);
+        let default = build(|_| {}).unwrap().rdma.unwrap();
+        assert_eq!((default.qps, default.mtu), (4, Mtu::B4096));
+        assert_eq!(default.ordering, QpOrdering::Strong);
+        assert_eq!(default.timeout, RDMA_OP_TIMEOUT);
+    }
+
+    #[test]
     fn file_values_reach_the_engine() {
         let s = build(|c| {
             c.connection.ordering = Ordering::Unordered;
@@ -755,7 +895,7 @@ mod tests {
 
     #[test]
     fn refused_values_name_the_key() {
-        let cases: [(&str, Edit); 22] = [
+        let cases: [(&str, Edit); 28] = [
             ("`delivery.tx_window`", |c| c.delivery.tx_window = 0),
             ("`connection.rate_cap_bps`", |c| {
                 c.connection.rate_cap_bps = u64::MAX
@@ -799,6 +939,15 @@ mod tests {
             ("`nvme.queue_depth`", |c| c.nvme.queue_depth = 0),
             ("`nvme.sizes`", |c| c.nvme.sizes = vec![4096, 5000]),
             ("`nvme.sizes`", |c| c.nvme.sizes = vec![2 << 20]),
+            ("`rdma.operations`", |c| c.rdma.operations = 0),
+            ("`rdma.qps`", |c| c.rdma.qps = 0),
+            ("`rdma.queue_depth`", |c| c.rdma.queue_depth = 1000),
+            ("`rdma.sizes`", |c| c.rdma.sizes = vec![0]),
+            ("`rdma.sizes`", |c| {
+                c.rdma.qps = 64;
+                c.rdma.queue_depth = 256;
+            }),
+            ("`rdma.mtu`", |c| c.rdma.mtu = 1500),
         ];
         for (key, edit) in cases {
             let err = build(edit).err().unwrap();

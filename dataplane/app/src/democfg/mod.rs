@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use falcon_core::engine::ConfigError;
 
-pub use build::{NvmeWorkload, Setup, Workload};
+pub use build::{NvmeWorkload, RdmaWorkload, Setup, Workload};
 pub use schema::DemoConfig;
 
 use crate::cli::DemoArgs;
@@ -92,6 +92,8 @@ impl EffectiveConfig {
             args.nvme_commands.is_some(),
         );
         set("nvme.enabled", "--no-nvme", args.no_nvme);
+        set("rdma.operations", "--rdma-ops", args.rdma_ops.is_some());
+        set("rdma.enabled", "--no-rdma", args.no_rdma);
         set(
             "psp.rotate_every_transactions",
             "--rotate-keys-every",
@@ -121,6 +123,12 @@ impl EffectiveConfig {
         }
         if args.no_nvme {
             config.nvme.enabled = false;
+        }
+        if let Some(n) = args.rdma_ops {
+            config.rdma.operations = n;
+        }
+        if args.no_rdma {
+            config.rdma.enabled = false;
         }
         Ok(EffectiveConfig { config, origin })
     }
@@ -365,6 +373,7 @@ mod tests {
                 "nvme.commands",
                 d.nvme.commands.to_string(),
             ),
+            ("rdma_ops", "rdma.operations", d.rdma.operations.to_string()),
         ] {
             let arg = demo.get_arguments().find(|a| a.get_id() == flag).unwrap();
             let help = arg.get_help().unwrap().to_string();

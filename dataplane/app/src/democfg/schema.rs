@@ -39,6 +39,7 @@ pub struct DemoConfig {
     pub target_ulp: TargetUlpSection,
     pub faults: FaultsSection,
     pub nvme: NvmeSection,
+    pub rdma: RdmaSection,
 }
 
 /// One node's addresses, a type per side so that a table setting only one
@@ -425,6 +426,50 @@ impl Default for NvmeSection {
             sizes: vec![4096, 16384, 65536, 262144, 1048576],
         }
     }
+}
+
+/// The RDMA phase after the NVMe phase: an RDMA-over-Falcon requester and
+/// responder (rdma-ulp devices) over a loopback pair of their own, with
+/// the loss of `[faults]` and the workload seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RdmaSection {
+    pub enabled: bool,
+    /// Operations (WRITE, READ, SEND, atomics) to complete.
+    pub operations: u64,
+    /// RC QPs, each on its own Falcon connection.
+    pub qps: usize,
+    /// Operations outstanding per QP at most.
+    pub queue_depth: usize,
+    /// Message sizes of WRITE, READ and SEND, bytes, drawn uniformly.
+    pub sizes: Vec<u32>,
+    /// The QPs' path MTU, payload bytes per packet.
+    pub mtu: u32,
+    /// The QPs' ordering mode (RDMA-0.9 §6.2).
+    pub ordering: RdmaOrdering,
+}
+
+impl Default for RdmaSection {
+    fn default() -> Self {
+        RdmaSection {
+            enabled: true,
+            operations: 2000,
+            qps: 4,
+            queue_depth: 8,
+            sizes: vec![64, 1024, 4096, 16384, 65536, 262144],
+            mtu: 4096,
+            ordering: RdmaOrdering::Strong,
+        }
+    }
+}
+
+/// `strong` (ordered Falcon connections) or `weak` (unordered ones),
+/// RDMA-0.9 §6.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RdmaOrdering {
+    Strong,
+    Weak,
 }
 
 /// `ordered` or `unordered` (OCP Falcon 0.9 §8.4.2, §8.5.2).

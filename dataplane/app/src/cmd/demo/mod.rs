@@ -27,8 +27,12 @@
 //! initiator and target in this process over a loopback pair of their own
 //! with the same seeded loss, PSP on, reads and writes of mixed sizes with
 //! FUA on some, every write read back and every read compared byte for
-//! byte; a failed command or a wrong byte fails the run too. The report
-//! carries both phases' figures ([`Report::nvme`]).
+//! byte; a failed command or a wrong byte fails the run too. Then, unless
+//! `--no-rdma`, the RDMA phase ([`rdma`]): an RDMA-over-Falcon requester
+//! and responder over a loopback pair of their own, WRITE, READ, SEND and
+//! atomics over several RC QPs, every byte checked against an oracle
+//! ([`rdma_plan`]). The report carries every phase's figures
+//! ([`Report::nvme`], [`Report::rdma`]).
 //!
 //! What runs — addresses, PSP, the connection (CIDs, initial PSNs and
 //! RSNs, ordering), delivery, resources, RUE, workload, the target ULP's
@@ -38,6 +42,8 @@
 
 mod corruption;
 mod nvme;
+mod rdma;
+mod rdma_plan;
 mod report;
 mod ulp;
 
@@ -56,7 +62,7 @@ use crate::democfg::schema::Ordering;
 use crate::democfg::{EffectiveConfig, Setup};
 use crate::error::{AppError, Result};
 
-pub use report::{print_text, NvmeReport, Report};
+pub use report::{print_text, NvmeReport, RdmaReport, Report};
 
 use corruption::Corruption;
 use ulp::{InitiatorUlp, TargetAnswers};
@@ -259,7 +265,8 @@ impl Nodes {
 
 /// Runs the demo on `effective` (checked here: a bad value is exit 2 by
 /// key or flag): the Falcon workload, then the NVMe phase unless
-/// `nvme.enabled = false`; `quiet` drops the progress lines on stderr.
+/// `nvme.enabled = false`, then the RDMA phase unless `rdma.enabled =
+/// false`; `quiet` drops the progress lines on stderr.
 pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
     let setup = effective.setup()?;
     let mut report = run_falcon(effective, &setup, quiet)?;
@@ -269,6 +276,13 @@ pub fn run(effective: &EffectiveConfig, quiet: bool) -> Result<Report> {
         report.failures += nvme.failures;
         report.failure_reasons.extend(failures);
         report.nvme = Some(nvme);
+    }
+    if let Some(workload) = &setup.rdma {
+        let (rdma, failures) = rdma::run(workload, quiet)?;
+        report.ok &= rdma.ok;
+        report.failures += rdma.failures;
+        report.failure_reasons.extend(failures);
+        report.rdma = Some(rdma);
     }
     Ok(report)
 }
@@ -561,6 +575,7 @@ mod tests {
             seed: Some(1),
             timeout: Some(10.0),
             no_nvme: true,
+            no_rdma: true,
             json: true,
             ..DemoArgs::default()
         };
@@ -584,8 +599,13 @@ mod tests {
             a.nvme_commands = Some(0);
         });
         assert!(err.to_string().contains("--nvme-commands"), "{err}");
+        let err = with(|a| {
+            a.no_rdma = false;
+            a.rdma_ops = Some(0);
+        });
+        assert!(err.to_string().contains("--rdma-ops"), "{err}");
         let r = run_flags(base).unwrap();
-        assert!(r.ok && r.nvme.is_none());
+        assert!(r.ok && r.nvme.is_none() && r.rdma.is_none());
     }
 
     /// The NVMe phase under 3 % loss and reordering: every command

@@ -137,8 +137,10 @@ pub struct Report {
     pub rtt_max_us: f64,
     /// The NVMe phase (`null` with `--no-nvme`).
     pub nvme: Option<NvmeReport>,
+    /// The RDMA phase (`null` with `--no-rdma`).
+    pub rdma: Option<RdmaReport>,
     /// What failed, when `ok` is false (at most 20 lines a phase, the NVMe
-    /// phase's starting `NVMe: `).
+    /// phase's starting `NVMe: `, the RDMA phase's `RDMA: `).
     pub failure_reasons: Vec<String>,
 }
 
@@ -190,6 +192,86 @@ pub struct NvmeReport {
     /// RNR NACKs, the frames the loopback lost and reordered, drops, nCMDs.
     #[serde(flatten)]
     pub falcon: FalconFigures,
+}
+
+/// What the RDMA phase did and measured (the `rdma` object of `--json`).
+#[derive(Debug, Serialize)]
+pub struct RdmaReport {
+    /// Every operation completed successfully and verified.
+    pub ok: bool,
+    /// The pair's engines: PSP, RUE and the connections' ordering.
+    pub transport: String,
+    /// RC QPs, one Falcon connection each.
+    pub qps: usize,
+    /// Operations outstanding per QP at most.
+    pub queue_depth: usize,
+    /// Path MTU, payload bytes per packet.
+    pub mtu: u32,
+    /// `strong` or `weak` (RDMA-0.9 §6.2).
+    pub ordering: &'static str,
+    /// WRITE, READ and SEND sizes drawn from, bytes.
+    pub sizes: Vec<u32>,
+    /// Operations completed, in error or not, and by kind.
+    pub operations: u64,
+    pub writes: u64,
+    /// Of the WRITEs, those with immediate (each consumed a receive).
+    pub writes_with_imm: u64,
+    pub reads: u64,
+    pub sends: u64,
+    /// Of the SENDs, those with immediate.
+    pub sends_with_imm: u64,
+    pub fetch_adds: u64,
+    pub compare_swaps: u64,
+    /// Of the compare-and-swaps, those that found the value compared.
+    pub compare_swaps_swapped: u64,
+    /// WRITEs, READs and SENDs longer than one MTU.
+    pub multi_mtu: u64,
+    /// Data bytes of the successful operations (atomics: 8 each).
+    pub bytes: u64,
+    /// Of those, compared with what the oracle says they must be.
+    pub verified_bytes: u64,
+    /// Fractions of frames the pair's loopback lost, held back and
+    /// duplicated.
+    pub loss: f64,
+    pub reorder: f64,
+    pub duplicate: f64,
+    /// From the first post to the last completion.
+    pub elapsed_s: f64,
+    pub ops_per_sec: f64,
+    /// Data bytes per second, MiB.
+    pub mib_s: f64,
+    /// Post to the requester's completion, µs, all operations.
+    pub latency_us: Latency,
+    /// The same by kind: `write`, `read`, `send`, `atomic`.
+    pub latency_by_kind_us: BTreeMap<&'static str, Latency>,
+    /// Completions with an error status.
+    pub errors: u64,
+    /// Operations that left a wrong byte or value.
+    pub verify_failures: u64,
+    pub failures: u64,
+    /// What Falcon did beneath the operations.
+    #[serde(flatten)]
+    pub falcon: RdmaFalcon,
+}
+
+/// What Falcon and the loopback did beneath the RDMA phase, both engines.
+#[derive(Debug, Clone, Serialize)]
+pub struct RdmaFalcon {
+    pub retransmissions: u64,
+    pub drops: BTreeMap<&'static str, u64>,
+    /// Frames the engines sent.
+    pub frames: u64,
+    pub frames_lost: u64,
+    pub frames_reordered: u64,
+    pub frames_duplicated: u64,
+    /// Falcon transactions the devices submitted: pushes (WRITE, SEND,
+    /// responses) and pulls (READ, atomics).
+    pub pushes: u64,
+    pub pulls: u64,
+    /// RNR NACKs the requester's sends met.
+    pub rnr_nacks: u64,
+    /// Submissions that waited for Falcon credits.
+    pub credit_waits: u64,
 }
 
 impl Report {
@@ -263,6 +345,7 @@ impl Report {
             rtt_mean_us: 0.0,
             rtt_max_us: 0.0,
             nvme: None,
+            rdma: None,
             failure_reasons: Vec::new(),
         }
     }
@@ -464,6 +547,9 @@ pub fn print_text(r: &Report) {
     if let Some(nvme) = &r.nvme {
         print_nvme(nvme);
     }
+    if let Some(rdma) = &r.rdma {
+        print_rdma(rdma);
+    }
     for reason in &r.failure_reasons {
         println!("  FAILURE       {reason}");
     }
@@ -536,6 +622,82 @@ fn print_nvme(n: &NvmeReport) {
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
         println!("  errors        {} ({})", n.errors, counts(&statuses));
+    }
+}
+
+/// `a, b or c`.
+fn either(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The RDMA phase's block.
+fn print_rdma(r: &RdmaReport) {
+    let sizes: Vec<String> = r.sizes.iter().map(|&b| size(u64::from(b))).collect();
+    println!(
+        "RDMA over Falcon: requester and responder (rdma-ulp verbs) over their own loopback, {}; {} RC QPs, {} ordering, MTU {}",
+        r.transport, r.qps, r.ordering, r.mtu
+    );
+    println!(
+        "  operations    {} at QD {} per QP: {} WRITE ({} with immediate), {} READ, {} SEND ({} with immediate), {} fetch-and-add, {} compare-and-swap ({} swapped)",
+        r.operations,
+        r.queue_depth,
+        r.writes,
+        r.writes_with_imm,
+        r.reads,
+        r.sends,
+        r.sends_with_imm,
+        r.fetch_adds,
+        r.compare_swaps,
+        r.compare_swaps_swapped
+    );
+    println!(
+        "  sizes         {}: {} messages of more than one MTU",
+        either(&sizes),
+        r.multi_mtu
+    );
+    println!(
+        "  verified      {} bytes compared byte for byte (WRITE and SEND where they landed, READ against the responder's region, atomics against the counters), {}",
+        r.verified_bytes,
+        if r.ok { "all verified" } else { "FAILED" }
+    );
+    println!(
+        "  rate          {:.0} ops/s, {:.1} MiB/s ({} bytes) in {:.2} s",
+        r.ops_per_sec, r.mib_s, r.bytes, r.elapsed_s
+    );
+    let kinds = ["write", "read", "send", "atomic"];
+    for (kind, l) in kinds
+        .iter()
+        .filter_map(|&k| r.latency_by_kind_us.get(k).map(|l| (k, l)))
+    {
+        println!(
+            "  latency       {kind:<7}avg {:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            l.average, l.p50, l.p99, l.max
+        );
+    }
+    let f = &r.falcon;
+    println!(
+        "  faults        {:.1}% loss, {:.1}% reordering, {:.1}% duplication: {} frames lost, {} reordered, {} duplicated; {} retransmissions, {} RNR NACKs, of {} frames",
+        r.loss * 100.0,
+        r.reorder * 100.0,
+        r.duplicate * 100.0,
+        f.frames_lost,
+        f.frames_reordered,
+        f.frames_duplicated,
+        f.retransmissions,
+        f.rnr_nacks,
+        f.frames
+    );
+    let drops: BTreeMap<String, u64> = f.drops.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    println!("  drops         {}", counts(&drops));
+    if r.errors > 0 {
+        println!(
+            "  errors        {} completions with an error status",
+            r.errors
+        );
     }
 }
 
