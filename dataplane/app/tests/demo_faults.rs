@@ -6,25 +6,15 @@
 use serde_json::Value;
 
 mod common;
+use common::demo::{demo_json, f, u};
 use common::{falcon, stderr};
 
 /// `falcon demo --json --no-nvme ARGS…`: the exit status and the report.
 /// The NVMe phase takes none of these faults (tests/demo_nvme.rs).
 fn demo(args: &[&str]) -> (bool, Value) {
-    let mut all = vec!["demo", "--json", "--no-nvme"];
+    let mut all = vec!["--no-nvme"];
     all.extend_from_slice(args);
-    let o = falcon(&all);
-    let report =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
-    (o.status.success(), report)
-}
-
-fn u(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
-}
-
-fn f(v: &Value, key: &str) -> f64 {
-    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+    demo_json(&all)
 }
 
 fn sum(v: &Value, key: &str) -> u64 {

@@ -5,36 +5,8 @@
 use serde_json::Value;
 
 mod common;
+use common::demo::{demo, demo_json, f, u};
 use common::{falcon, stderr, Scratch};
-
-/// `falcon demo ARGS…`: the exit status, stdout and stderr.
-fn demo(args: &[&str]) -> (bool, String, String) {
-    let mut all = vec!["demo"];
-    all.extend_from_slice(args);
-    let o = falcon(&all);
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr(&o),
-    )
-}
-
-/// `falcon demo --json ARGS…`: the exit status and the report.
-fn demo_json(args: &[&str]) -> (bool, Value) {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let (ok, stdout, err) = demo(&all);
-    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
-    (ok, report)
-}
-
-fn u(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
-}
-
-fn f(v: &Value, key: &str) -> f64 {
-    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
-}
 
 /// Under 3 % loss (and 2 % reordering), every operation completes and is
 /// verified: all four kinds, with immediate and without, multi-MTU

@@ -4,6 +4,7 @@
 // Each test crate uses its own subset.
 #![allow(dead_code)]
 
+pub mod demo;
 pub mod metrics;
 pub mod nbd;
 
