@@ -46,7 +46,7 @@ use falcon_core::api::{
 };
 use falcon_core::ids::ConnectionId;
 use falcon_core::testing::{
-    psp_engine_config, FaultInjector, Faults, HandClock, Loopback, LoopbackConfig, LoopbackPort,
+    faulty_lcore_pair, psp_engine_config, FaultInjector, Faults, HandClock, LoopbackPort,
 };
 
 use crate::data::{HostBuffers, NvmeData};
@@ -167,21 +167,8 @@ impl<S: BlockStore + 'static> Pair<S> {
             ..PairSpec::default()
         };
         let connections = connect(now, &mut a, &mut b, &spec).expect("connect");
-        let (pa, pb) = Loopback::pair(LoopbackConfig {
-            one_way_delay: setup.one_way_delay,
-            ..LoopbackConfig::default()
-        });
         let clock = HandClock(Rc::clone(&time));
-        let a = Lcore::new(
-            a,
-            FaultInjector::new(pa, setup.faults, setup.seed),
-            clock.clone(),
-        );
-        let b = Lcore::new(
-            b,
-            FaultInjector::new(pb, setup.faults, setup.seed ^ 0x5EED),
-            clock,
-        );
+        let (a, b) = faulty_lcore_pair(a, b, setup.faults, setup.seed, setup.one_way_delay, clock);
         let initiator = initiator(&setup, spec.a_cid);
         Pair {
             time,

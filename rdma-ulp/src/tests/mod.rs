@@ -27,7 +27,7 @@ use falcon_core::api::{
     RnrTimeout, Timestamp,
 };
 use falcon_core::testing::{
-    psp_engine_config, FaultInjector, Faults, HandClock, Loopback, LoopbackConfig, LoopbackPort,
+    faulty_lcore_pair, psp_engine_config, FaultInjector, Faults, HandClock, LoopbackPort,
 };
 
 use crate::data::RdmaData;
@@ -212,21 +212,8 @@ impl Pair {
             na.connect(&setup, qa, qb, na.cids[i]);
             nb.connect(&setup, qb, qa, nb.cids[i]);
         }
-        let (pa, pb) = Loopback::pair(LoopbackConfig {
-            one_way_delay: setup.one_way_delay,
-            ..LoopbackConfig::default()
-        });
         let clock = HandClock(Rc::clone(&time));
-        let a = Lcore::new(
-            a,
-            FaultInjector::new(pa, setup.faults, setup.seed),
-            clock.clone(),
-        );
-        let b = Lcore::new(
-            b,
-            FaultInjector::new(pb, setup.faults, setup.seed ^ 0x5EED),
-            clock,
-        );
+        let (a, b) = faulty_lcore_pair(a, b, setup.faults, setup.seed, setup.one_way_delay, clock);
         Pair {
             time,
             a,

@@ -26,7 +26,7 @@ use falcon_core::drop::DropCounters;
 use falcon_core::engine::connect;
 use falcon_core::lcore::{Lcore, SystemClock};
 use falcon_core::testing::{
-    FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
+    faulty_lcore_pair, FaultInjector, FaultStats, Faults, LoopbackConfig, LoopbackPort,
 };
 use nvme_ulp::data::NvmeData;
 use nvme_ulp::initiator::{
@@ -328,15 +328,12 @@ impl NvmePair {
         pair.ordering = OrderingMode::Unordered;
         connect(now, &mut a, &mut b, &pair).map_err(|e| failed("connect", &e))?;
 
-        let faults = config.faults;
-        let (pa, pb) = Loopback::pair(LoopbackConfig {
-            one_way_delay: config.one_way_delay,
-            ..LoopbackConfig::default()
-        });
-        let a = Lcore::new(a, FaultInjector::new(pa, faults, config.seed), clock);
-        let b = Lcore::new(
+        let (a, b) = faulty_lcore_pair(
+            a,
             b,
-            FaultInjector::new(pb, faults, config.seed ^ 0x5EED),
+            config.faults,
+            config.seed,
+            config.one_way_delay,
             clock,
         );
 

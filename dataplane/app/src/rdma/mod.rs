@@ -17,7 +17,7 @@ use falcon_core::api::{ConnectionId, RnrTimeout};
 use falcon_core::engine::connect;
 use falcon_core::lcore::{Lcore, SystemClock};
 use falcon_core::testing::{
-    FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
+    faulty_lcore_pair, FaultInjector, FaultStats, Faults, LoopbackConfig, LoopbackPort,
 };
 use rdma_ulp::verbs::{
     Access, Ah, AhAttr, Cq, ErrorMode, Mtu, Pd, QpAttr, QpCap, QpInitAttr, QpOrdering, QpState,
@@ -264,14 +264,12 @@ impl RdmaPair {
             nodes[0].connect_qp(config, i, qb)?;
             nodes[1].connect_qp(config, i, qa)?;
         }
-        let (pa, pb) = Loopback::pair(LoopbackConfig {
-            one_way_delay: config.one_way_delay,
-            ..LoopbackConfig::default()
-        });
-        let a = Lcore::new(a, FaultInjector::new(pa, config.faults, config.seed), clock);
-        let b = Lcore::new(
+        let (a, b) = faulty_lcore_pair(
+            a,
             b,
-            FaultInjector::new(pb, config.faults, config.seed ^ 0x5EED),
+            config.faults,
+            config.seed,
+            config.one_way_delay,
             clock,
         );
         Ok(RdmaPair { a, b, nodes })

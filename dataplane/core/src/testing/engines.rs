@@ -41,3 +41,40 @@ pub fn psp_engine_config(side: u8) -> EngineConfig {
         ..EngineConfig::default()
     }
 }
+
+/// Engines `a` and `b` on lcore loops over a loopback pair with
+/// `one_way_delay`, each direction's frames faulted by `faults` from its
+/// own seed (`seed` for `a`'s side, a fixed derivation of it for `b`'s),
+/// both loops timed by `clock`.
+#[allow(clippy::type_complexity)]
+pub fn faulty_lcore_pair<S, C>(
+    a: crate::engine::Engine<crate::port::FrameBuf, S>,
+    b: crate::engine::Engine<crate::port::FrameBuf, S>,
+    faults: super::Faults,
+    seed: u64,
+    one_way_delay: core::time::Duration,
+    clock: C,
+) -> (
+    crate::lcore::Lcore<super::FaultInjector<super::LoopbackPort>, C, S>,
+    crate::lcore::Lcore<super::FaultInjector<super::LoopbackPort>, C, S>,
+)
+where
+    S: crate::transaction::DataSource,
+    C: Clock + Clone,
+{
+    let (pa, pb) = super::Loopback::pair(super::LoopbackConfig {
+        one_way_delay,
+        ..super::LoopbackConfig::default()
+    });
+    let a = crate::lcore::Lcore::new(
+        a,
+        super::FaultInjector::new(pa, faults, seed),
+        clock.clone(),
+    );
+    let b = crate::lcore::Lcore::new(
+        b,
+        super::FaultInjector::new(pb, faults, seed ^ 0x5EED),
+        clock,
+    );
+    (a, b)
+}

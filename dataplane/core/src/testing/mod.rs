@@ -52,7 +52,7 @@ mod mesh;
 mod ulp;
 
 pub use cluster::{pattern, Cluster, ClusterNode, Expect, Setup, TestPort};
-pub use engines::{psp_engine_config, HandClock};
+pub use engines::{faulty_lcore_pair, psp_engine_config, HandClock};
 pub use loopback::{
     BitFlip, FaultInjector, FaultStats, Faults, Loopback, LoopbackConfig, LoopbackPort,
     LoopbackStats,

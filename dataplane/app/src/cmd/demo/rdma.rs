@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 
 use falcon_core::engine::{connect, Engine};
 use falcon_core::lcore::{Clock, Lcore, SystemClock};
-use falcon_core::testing::{FaultInjector, FaultStats, Loopback, LoopbackConfig, LoopbackPort};
+use falcon_core::testing::{
+    faulty_lcore_pair, FaultInjector, FaultStats, LoopbackConfig, LoopbackPort,
+};
 use falcon_core::wire::RnrTimeout;
 use rdma_ulp::verbs::{
     Access, Cq, MemoryRegion, Mtu, QpAttr, QpCap, QpInitAttr, QpOrdering, QpState, QpType, RecvWr,
@@ -481,11 +483,9 @@ impl RdmaPair {
             .reg_mr(pd_b, &counters, Access::LOCAL_WRITE | Access::REMOTE_ATOMIC)
             .map_err(|e| failed("MR", &e))?;
 
-        let faults = workload.faults;
-        let (pa, pb) = Loopback::pair(LoopbackConfig::default());
         let seed = workload.seed ^ 0x5244_4D41;
-        let a = Lcore::new(a, FaultInjector::new(pa, faults, seed), clock);
-        let b = Lcore::new(b, FaultInjector::new(pb, faults, seed ^ 0x5EED), clock);
+        let one_way_delay = LoopbackConfig::default().one_way_delay;
+        let (a, b) = faulty_lcore_pair(a, b, workload.faults, seed, one_way_delay, clock);
         Ok(RdmaPair {
             a,
             b,
